@@ -1,0 +1,280 @@
+"""Typed, validated run parameters loaded from ``params/*.yaml``.
+
+Every key is a dataclass field whose metadata carries its meaning (``help``) and its allowed
+range (``check``); validation and the parameter reference in the README are both generated
+from that metadata, so the documentation cannot drift from the code.
+
+Usage::
+
+    from acgate.config import load_params
+    params = load_params("params/synthetic_linear.yaml", overlay="params/smoke.yaml")
+    params.model.max_lag  # 10 (5 under the smoke overlay)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+METHODS = ("acgate", "no_ac_encoder", "uniform_lag", "no_recon_reg")
+SCENARIOS = ("linear", "nonlinear")
+
+
+class ParamsError(ValueError):
+    """A params file is malformed; the message names the file, the key and the allowed values."""
+
+
+# --- range checks: each returns None when the value is allowed, else a description of the range.
+
+
+def _positive(v: Any) -> str | None:
+    return None if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 else "a number > 0"
+
+
+def _non_negative(v: Any) -> str | None:
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0
+    return None if ok else "a number >= 0"
+
+
+def _int_at_least(lo: int) -> Callable[[Any], str | None]:
+    def check(v: Any) -> str | None:
+        return None if isinstance(v, int) and not isinstance(v, bool) and v >= lo else f"an integer >= {lo}"
+
+    return check
+
+
+def _unit_interval_open_right(v: Any) -> str | None:
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1
+    return None if ok else "a number in [0, 1)"
+
+
+def _one_of(*choices: Any) -> Callable[[Any], str | None]:
+    def check(v: Any) -> str | None:
+        return None if v in choices else "one of " + ", ".join(map(str, choices))
+
+    return check
+
+
+def _bool(v: Any) -> str | None:
+    return None if isinstance(v, bool) else "true or false"
+
+
+def _methods(v: Any) -> str | None:
+    ok = isinstance(v, (list, tuple)) and len(v) > 0 and all(m in METHODS for m in v) and len(set(v)) == len(v)
+    return None if ok else "a non-empty list of distinct names from " + ", ".join(METHODS)
+
+
+def _int(v: Any) -> str | None:
+    return None if isinstance(v, int) and not isinstance(v, bool) else "an integer"
+
+
+def _text(v: Any) -> str | None:
+    return None if isinstance(v, str) and v.strip() else "a non-empty string"
+
+
+def _param(default: Any, help: str, check: Callable[[Any], str | None]) -> Any:
+    return field(default=default, metadata={"help": help, "check": check})
+
+
+# --- the sections of a params file
+
+
+@dataclass(frozen=True)
+class SyntheticConfig:
+    """The synthetic data-generating process (paper Algorithm 2, DESIGN section 7)."""
+
+    scenario: str = _param("linear", "lag-centre map: linear 3+7(1-z), nonlinear 10(1-z)^2", _one_of(*SCENARIOS))
+    n_entities: int = _param(200, "number of entities N", _int_at_least(2))
+    n_steps: int = _param(30, "number of time steps T (time index 0..T-1)", _int_at_least(3))
+    lag_horizon: int = _param(10, "number of lags 1..K the DGP spreads its weights over", _int_at_least(1))
+    noise_sd: float = _param(0.15, "sd of the Gaussian target noise", _non_negative)
+    proxy_noise_sd: float = _param(0.0525, "sd of the noise added to each proxy [z, sqrt z, 1-0.7z]", _non_negative)
+    static_noise_sd: float = _param(0.06, "sd of the noise on the z-correlated static feature s_0", _non_negative)
+    ar_coef: float = _param(0.65, "AR(1) coefficient of the sequential input x_t", _non_negative)
+    innovation_coef: float = _param(0.35, "weight of the N(0,1) innovation in x_t", _non_negative)
+    drift_coef: float = _param(0.10, "weight of the entity shift (z - 0.5) in x_t", _non_negative)
+    x0_shock_coef: float = _param(0.6, "weight of the N(0,1) draw in x_0", _non_negative)
+    x0_shift_coef: float = _param(0.4, "weight of (z - 0.5) in x_0", _non_negative)
+    lag_width: float = _param(1.25, "Gaussian width of the DGP lag weights around the lag centre", _positive)
+    contemporaneous_coef: float = _param(0.15, "weight of the contemporaneous x_t in Y_t", _non_negative)
+    z_coef: float = _param(0.25, "weight of z in Y_t", _non_negative)
+    static_coef: float = _param(0.10, "weight of the static feature s_0 in Y_t", _non_negative)
+
+
+@dataclass(frozen=True)
+class SplitConfig:
+    """Chronological split by time value (a step index for synthetic data, a year for real data)."""
+
+    val_start: int = _param(22, "first time value of the validation window; training is everything before", _int)
+    test_start: int = _param(26, "first time value of the test window; validation is [val_start, test_start)", _int)
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """AC-GATE architecture (paper section IV and its locked-parameter appendix)."""
+
+    max_lag: int = _param(10, "maximum lag K; the first K steps of every series are warm-up context", _int_at_least(1))
+    hidden: int = _param(64, "width d of the lag projection and of the LSTM", _int_at_least(1))
+    lstm_layers: int = _param(2, "number of stacked LSTM layers", _int_at_least(1))
+    dropout: float = _param(0.05, "dropout between LSTM layers", _unit_interval_open_right)
+    encoder_hidden: int = _param(32, "hidden width of the proxy encoder, the reconstruction head and the gate", _int_at_least(1))
+    entity_embedding: int = _param(8, "size of the learned entity embedding (0 disables it)", _int_at_least(0))
+    static_embedding: int = _param(8, "size of the projection of the static features s_i", _int_at_least(1))
+    position_penalty: float = _param(0.1, "lambda: gate logit penalty lambda * k/K on farther lags", _non_negative)
+    temperature: float = _param(1.0, "tau: temperature of the lag-gate softmax", _positive)
+    recon_weight: float = _param(0.1, "lambda_r: weight of the proxy-reconstruction loss", _non_negative)
+    recon_detach: bool = _param(False, "true: reconstruction trains only its head, not the encoder", _bool)
+    recon_anchor_weight: float = _param(1.0, "weight of the first proxy in the reconstruction loss (others 1)", _positive)
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Full-batch training with early stopping on the validation task loss."""
+
+    lr: float = _param(1e-3, "Adam learning rate", _positive)
+    max_epochs: int = _param(200, "maximum number of full-batch epochs", _int_at_least(1))
+    patience: int = _param(20, "epochs without a better validation task loss before stopping", _int_at_least(1))
+    grad_clip: float = _param(1.0, "maximum global gradient norm", _positive)
+    device: str = _param("auto", "auto (CUDA when present, else CPU), cpu or cuda", _one_of("auto", "cpu", "cuda"))
+    threads: int = _param(1, "CPU threads per run (keeps parallel jobs from oversubscribing cores)", _int_at_least(1))
+    log_every: int = _param(25, "print a progress line every this many epochs", _int_at_least(1))
+
+
+@dataclass(frozen=True)
+class Params:
+    """One domain's resolved parameters."""
+
+    domain: str = _param("synthetic_linear", "domain name; runs go to runs/<domain>/", _text)
+    n_seeds: int = _param(20, "number of seeds; seeds are 0..n_seeds-1", _int_at_least(1))
+    methods: tuple = _param(METHODS, "methods trained for this domain", _methods)
+    synthetic: SyntheticConfig | None = None
+    split: SplitConfig = field(default_factory=SplitConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def digest(self) -> str:
+        """Short hash of the resolved parameters, recorded with every run."""
+        text = json.dumps(self.to_dict(), sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+SECTIONS = {"synthetic": SyntheticConfig, "split": SplitConfig, "model": ModelConfig, "train": TrainConfig}
+
+
+def _build(cls: type, values: dict, where: str, source: str) -> Any:
+    if not isinstance(values, dict):
+        raise ParamsError(f"{source}: '{where}' must be a mapping of keys to values, got {values!r}")
+    known = {f.name: f for f in dataclasses.fields(cls) if f.name not in SECTIONS}
+    unknown = sorted(set(values) - set(known) - set(SECTIONS))
+    if unknown:
+        prefix = f"{where}." if where else ""
+        raise ParamsError(
+            f"{source}: unknown key '{prefix}{unknown[0]}'; allowed keys{' in ' + where if where else ''}: "
+            + ", ".join(sorted(known) + ([] if where else sorted(SECTIONS)))
+        )
+    kwargs = {}
+    for name, value in values.items():
+        if name in SECTIONS:
+            continue
+        f = known[name]
+        if isinstance(value, int) and not isinstance(value, bool) and f.type in ("float", float):
+            value = float(value)
+        problem = f.metadata["check"](value)
+        if problem:
+            key = f"{where}.{name}" if where else name
+            raise ParamsError(f"{source}: {key} = {value!r} is not allowed: must be {problem} ({f.metadata['help']})")
+        kwargs[name] = tuple(value) if isinstance(value, list) else value
+    return cls(**kwargs)
+
+
+def _merge(base: dict, overlay: dict) -> dict:
+    out = dict(base)
+    for key, value in overlay.items():
+        out[key] = _merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def _read_yaml(path: Path) -> dict:
+    if not path.is_file():
+        raise ParamsError(f"params file not found: {path}")
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as err:
+        raise ParamsError(f"{path}: not valid YAML: {err}") from err
+    if not isinstance(data, dict):
+        raise ParamsError(f"{path}: the top level must be a mapping of keys to values")
+    return data
+
+
+def params_from_dict(data: dict, source: str = "<dict>") -> Params:
+    """Validate a nested dict (as read from YAML) into :class:`Params`."""
+    top = _build(Params, data, "", source)
+    sections = {name: _build(cls, data.get(name, {}), name, source) for name, cls in SECTIONS.items()}
+    if "synthetic" not in data:
+        sections["synthetic"] = None
+    params = dataclasses.replace(top, **sections)
+    _check_consistency(params, source)
+    return params
+
+
+def _check_consistency(params: Params, source: str) -> None:
+    split, model = params.split, params.model
+    if split.test_start <= split.val_start:
+        raise ParamsError(
+            f"{source}: split.test_start = {split.test_start} must be after split.val_start = {split.val_start}"
+        )
+    if params.synthetic is not None:
+        first, last = 0, params.synthetic.n_steps - 1
+        if not first < split.val_start < split.test_start <= last:
+            raise ParamsError(
+                f"{source}: split.val_start = {split.val_start} and split.test_start = {split.test_start} "
+                f"must satisfy 0 < val_start < test_start <= {last} (synthetic.n_steps = {last + 1})"
+            )
+        check_lag_fits(model.max_lag, first, split.val_start, source)
+
+
+def check_lag_fits(max_lag: int, first_time: int, val_start: int, source: str) -> None:
+    """K must leave at least one training target after the K warm-up steps."""
+    train_steps = val_start - first_time
+    if max_lag >= train_steps:
+        raise ParamsError(
+            f"{source}: model.max_lag = {max_lag} is too long for the training window "
+            f"({train_steps} steps, {first_time}..{val_start - 1}): the first K steps are warm-up, "
+            f"so max_lag must be in 1..{train_steps - 1}"
+        )
+
+
+def load_params(path: str | Path, overlay: str | Path | None = None) -> Params:
+    """Load ``path`` (a domain's params file), optionally overlaid by a profile such as ``params/smoke.yaml``."""
+    path = Path(path)
+    data = _read_yaml(path)
+    source = str(path)
+    if overlay:
+        data = _merge(data, _read_yaml(Path(overlay)))
+        source = f"{path} + {overlay}"
+    return params_from_dict(data, source)
+
+
+def reference_markdown() -> str:
+    """The parameter reference (key, default, allowed values, meaning) as a Markdown table."""
+    rows = ["| key | default | allowed | meaning |", "|---|---|---|---|"]
+    sections: list[tuple[str, type]] = [("", Params), *SECTIONS.items()]
+    probe = object()
+    for prefix, cls in sections:
+        for f in dataclasses.fields(cls):
+            if f.name in SECTIONS:
+                continue
+            default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+            allowed = f.metadata["check"](probe)
+            key = f"{prefix}.{f.name}" if prefix else f.name
+            rows.append(f"| `{key}` | `{default}` | {allowed} | {f.metadata['help']} |")
+    return "\n".join(rows)

@@ -1,0 +1,165 @@
+"""The ``Panel`` container, chronological splits and train-only normalisers.
+
+A panel holds N entities observed at T time values. Targets at the first K time steps of
+each series are warm-up context only: the model's first prediction is for the step at index K,
+built from the K steps before it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from acgate.runs import atomic_write
+
+SPLITS = ("train", "val", "test")
+
+
+class PanelError(ValueError):
+    """A panel's contents break its contract; the message names the field and entity."""
+
+
+@dataclass
+class Panel:
+    """Arrays of one panel. Shapes: N entities, T time steps, F features, M proxies, D statics."""
+
+    entities: np.ndarray  # (N,) entity ids as strings
+    times: np.ndarray  # (T,) increasing integer time values (step index or year)
+    X: np.ndarray  # (N, T, F) sequential covariates, no missing values
+    Y: np.ndarray  # (N, T) target; NaN where unobserved
+    P: np.ndarray  # (N, M) entity proxies
+    S: np.ndarray  # (N, D) static features, D may be 0
+    feature_names: list[str]
+    proxy_names: list[str]
+    static_names: list[str]
+    val_start: int  # first time value of the validation window
+    test_start: int  # first time value of the test window
+    stratifiers: pd.DataFrame = field(default_factory=pd.DataFrame)  # index: entity
+    truth: dict[str, np.ndarray] = field(default_factory=dict)  # per-entity ground truth (synthetic)
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    @property
+    def n_entities(self) -> int:
+        return len(self.entities)
+
+    def validate(self) -> None:
+        n, t = len(self.entities), len(self.times)
+        expected = {"X": (n, t, len(self.feature_names)), "Y": (n, t), "P": (n, len(self.proxy_names)),
+                    "S": (n, len(self.static_names))}
+        for name, shape in expected.items():
+            if getattr(self, name).shape != shape:
+                raise PanelError(f"panel.{name} has shape {getattr(self, name).shape}, expected {shape}")
+        if len(set(self.entities)) != n:
+            raise PanelError("panel.entities has duplicate ids")
+        if np.any(np.diff(self.times) <= 0):
+            raise PanelError("panel.times must be strictly increasing")
+        for name, values, names in (("X", self.X, self.feature_names), ("P", self.P, self.proxy_names),
+                                    ("S", self.S, self.static_names)):
+            bad = ~np.isfinite(values)
+            if bad.any():
+                idx = np.argwhere(bad)[0]
+                raise PanelError(f"panel.{name}: missing or infinite value for entity '{self.entities[idx[0]]}' "
+                                 f"in column '{names[idx[-1]]}'")
+        flat = [self.proxy_names[j] for j in range(self.P.shape[1]) if np.ptp(self.P[:, j]) == 0]
+        if flat:
+            raise PanelError(f"panel.P: proxy '{flat[0]}' is the same for every entity, so it cannot condition "
+                             "the lag gate; drop it from the proxies")
+        if not self.times[0] < self.val_start < self.test_start <= self.times[-1]:
+            raise PanelError(f"split: need {self.times[0]} < val_start ({self.val_start}) < test_start "
+                             f"({self.test_start}) <= {self.times[-1]} (the panel's time range)")
+
+    def target_split(self, max_lag: int) -> np.ndarray:
+        """Split label ('train'/'val'/'test') of each target step, shape (T - K,): steps K..T-1."""
+        target_times = self.times[max_lag:]
+        return np.where(target_times < self.val_start, "train",
+                        np.where(target_times < self.test_start, "val", "test"))
+
+    def split_masks(self, max_lag: int) -> dict[str, np.ndarray]:
+        """Boolean masks (N, T - K) of observed targets in each split, after the K warm-up steps."""
+        labels = self.target_split(max_lag)
+        observed = np.isfinite(self.Y[:, max_lag:])
+        masks = {s: observed & (labels == s)[None, :] for s in SPLITS}
+        for s, m in masks.items():
+            if not m.any():
+                raise PanelError(f"split '{s}' has no observed target after the {max_lag} warm-up steps; "
+                                 f"check split.val_start / split.test_start and model.max_lag")
+        return masks
+
+    def train_time_mask(self) -> np.ndarray:
+        """(T,) True for time values inside the training window."""
+        return self.times < self.val_start
+
+    # --- persistence: one .npz for arrays, one JSON for names, one CSV for stratifiers
+
+    def save(self, directory: Path) -> None:
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        arrays = {"X": self.X, "Y": self.Y, "P": self.P, "S": self.S, "times": self.times,
+                  **{f"truth_{k}": v for k, v in self.truth.items()}}
+        atomic_write(directory / "panel.npz", lambda f: np.savez(f, **arrays), binary=True)
+        meta = {"entities": [str(e) for e in self.entities], "feature_names": self.feature_names,
+                "proxy_names": self.proxy_names, "static_names": self.static_names,
+                "val_start": int(self.val_start), "test_start": int(self.test_start)}
+        atomic_write(directory / "panel.json", lambda f: json.dump(meta, f, indent=1))
+        atomic_write(directory / "stratifiers.csv", lambda f: self.stratifiers.to_csv(f))
+
+    @classmethod
+    def load(cls, directory: Path) -> "Panel":
+        directory = Path(directory)
+        meta = json.loads((directory / "panel.json").read_text())
+        with np.load(directory / "panel.npz") as arrays:
+            data = {k: arrays[k] for k in arrays.files}
+        truth = {k.removeprefix("truth_"): v for k, v in data.items() if k.startswith("truth_")}
+        stratifiers = pd.read_csv(directory / "stratifiers.csv", index_col=0)
+        stratifiers.index = stratifiers.index.astype(str)
+        return cls(entities=np.array(meta["entities"]), times=data["times"], X=data["X"], Y=data["Y"],
+                   P=data["P"], S=data["S"], feature_names=meta["feature_names"],
+                   proxy_names=meta["proxy_names"], static_names=meta["static_names"],
+                   val_start=meta["val_start"], test_start=meta["test_start"],
+                   stratifiers=stratifiers, truth=truth)
+
+
+@dataclass(frozen=True)
+class Standardiser:
+    """Centre and scale fitted on training data only; columns constant in training are centred only,
+    so a flat training history can never blow up the scaled values."""
+
+    mean: np.ndarray
+    scale: np.ndarray
+
+    @classmethod
+    def fit(cls, values: np.ndarray, axis: tuple[int, ...]) -> "Standardiser":
+        mean = np.nanmean(values, axis=axis)
+        sd = np.nanstd(values, axis=axis)
+        scale = np.where(sd > 1e-8 * np.maximum(1.0, np.abs(mean)), sd, 1.0)
+        return cls(mean=mean, scale=scale)
+
+    def transform(self, values: np.ndarray) -> np.ndarray:
+        return (values - self.mean) / self.scale
+
+    def inverse(self, values: np.ndarray) -> np.ndarray:
+        return values * self.scale + self.mean
+
+
+@dataclass(frozen=True)
+class Normalisers:
+    """Per-column standardisers of X, Y, P and S, all fitted on the training window."""
+
+    X: Standardiser
+    Y: Standardiser
+    P: Standardiser
+    S: Standardiser
+
+    @classmethod
+    def fit(cls, panel: Panel) -> "Normalisers":
+        train = panel.train_time_mask()
+        return cls(X=Standardiser.fit(panel.X[:, train], axis=(0, 1)),
+                   Y=Standardiser.fit(panel.Y[:, train], axis=(0, 1)),
+                   P=Standardiser.fit(panel.P, axis=(0,)),
+                   S=Standardiser.fit(panel.S, axis=(0,)))

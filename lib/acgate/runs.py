@@ -1,0 +1,98 @@
+"""Run-artifact layout, atomic writes and provenance manifests.
+
+Layout (DESIGN section 4)::
+
+    runs/<domain>/seed<NN>/<method>/
+        lags.csv  predictions.csv  history.csv  model.pt  manifest.json  metrics.json
+
+``metrics.json`` is written last, so its presence marks a finished run: an interrupted run leaves
+no ``metrics.json`` and is redone by the next batch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import IO, Any, Callable
+
+PACKAGES = ("acgate", "torch", "numpy", "pandas", "scipy", "papermill", "jupytext", "matplotlib", "seaborn")
+
+
+def atomic_write(path: Path, write: Callable[[IO], Any], binary: bool = False) -> None:
+    """Call ``write(file)`` on a temporary file beside ``path``, then rename it into place."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb" if binary else "w") as f:
+            write(f)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_json(path: Path, obj: Any) -> None:
+    atomic_write(path, lambda f: json.dump(obj, f, indent=2, sort_keys=True, default=_jsonable))
+
+
+def _jsonable(obj: Any) -> Any:
+    if hasattr(obj, "tolist"):
+        return obj.tolist()
+    if isinstance(obj, Path):
+        return str(obj)
+    raise TypeError(f"cannot write {type(obj).__name__} to JSON")
+
+
+def method_dir(runs_root: Path, domain: str, seed: int, method: str) -> Path:
+    return Path(runs_root) / domain / f"seed{seed:02d}" / method
+
+
+def is_finished(directory: Path) -> bool:
+    return (Path(directory) / "metrics.json").is_file()
+
+
+def git_sha(start: Path | None = None) -> str:
+    """HEAD of the checkout holding ``start`` (default: this package), '+dirty' if it has uncommitted changes."""
+    where = Path(start or __file__).resolve().parent
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=where, capture_output=True, text=True,
+                             check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=where,
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return sha + ("+dirty" if dirty else "")
+
+
+def package_versions() -> dict[str, str]:
+    versions = {}
+    for name in PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = "not installed"
+    return versions
+
+
+def manifest(params: dict, seed: int, device: str, **extra: Any) -> dict:
+    """Provenance of one run: parameters, seed, code version, packages, machine and device."""
+    return {
+        "params": params,
+        "seed": seed,
+        "git_sha": git_sha(),
+        "packages": package_versions(),
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "machine": platform.node(),
+        "device": device,
+        "created_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        **extra,
+    }

@@ -1,0 +1,218 @@
+"""Seeding, device choice, full-batch training with early stopping, and one method's run artifacts.
+
+Checkpoint selection uses the validation task loss only, for every method; ground truth never
+enters training or selection.
+
+Usage::
+
+    result = fit(panel, params, method="acgate", seed=0)          # in memory
+    run_method(panel, params, "acgate", seed=0, runs_root="runs")  # also writes runs/<domain>/seed00/acgate/
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+import torch
+
+from acgate import lags
+from acgate.audit import forecast_metrics, l3_recovery
+from acgate.config import Params
+from acgate.models import ACGate
+from acgate.panel import SPLITS, Normalisers, Panel
+from acgate.runs import atomic_write, manifest, method_dir, write_json
+
+
+def choose_device(setting: str) -> torch.device:
+    if setting == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("train.device = cuda but no CUDA device is visible; use auto or cpu")
+    if setting == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(setting)
+
+
+def seed_everything(seed: int, threads: int) -> None:
+    """Seed every generator the run touches and pin the CPU thread count (same seed, same numbers on CPU)."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    torch.set_num_threads(threads)
+
+
+@dataclass
+class Batch:
+    """The whole panel as normalised tensors (training is full batch)."""
+
+    x: torch.Tensor  # (N, T, F)
+    y: torch.Tensor  # (N, T-K) targets of steps K..T-1, 0 where unobserved
+    masks: dict[str, torch.Tensor]  # split -> (N, T-K) bool
+    proxies: torch.Tensor  # (N, M)
+    static: torch.Tensor  # (N, D)
+    entity_index: torch.Tensor  # (N,)
+
+    @classmethod
+    def build(cls, panel: Panel, norm: Normalisers, max_lag: int, device: torch.device) -> "Batch":
+        def tensor(a: np.ndarray) -> torch.Tensor:
+            return torch.as_tensor(np.asarray(a, dtype=np.float32), device=device)
+
+        y = norm.Y.transform(panel.Y[:, max_lag:])
+        return cls(x=tensor(norm.X.transform(panel.X)), y=tensor(np.nan_to_num(y)),
+                   masks={s: torch.as_tensor(m, device=device) for s, m in panel.split_masks(max_lag).items()},
+                   proxies=tensor(norm.P.transform(panel.P)), static=tensor(norm.S.transform(panel.S)),
+                   entity_index=torch.arange(panel.n_entities, device=device))
+
+
+def masked_mse(y_hat: torch.Tensor, y: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    return ((y_hat - y) ** 2)[mask].mean()
+
+
+def recon_loss(p_hat: torch.Tensor, proxies: torch.Tensor, anchor_weight: float) -> torch.Tensor:
+    """Proxy reconstruction MSE with the first proxy weighted by ``anchor_weight``."""
+    weights = torch.ones(proxies.shape[1], device=proxies.device)
+    weights[0] = anchor_weight
+    return (((p_hat - proxies) ** 2) * weights).sum(dim=1).mean() / weights.sum()
+
+
+@dataclass
+class FitResult:
+    model: ACGate
+    history: pd.DataFrame  # epoch, train_loss, recon_loss, val_loss
+    best_epoch: int
+    epochs_run: int
+    seconds: float
+    device: str
+    batch: Batch
+    norm: Normalisers
+
+
+def fit(panel: Panel, params: Params, method: str, seed: int, log: Callable[[str], None] = print) -> FitResult:
+    """Train one method on one panel; returns the model restored to its best-validation epoch."""
+    cfg, tcfg = params.model, params.train
+    device = choose_device(tcfg.device)
+    seed_everything(seed, tcfg.threads)
+    norm = Normalisers.fit(panel)
+    batch = Batch.build(panel, norm, cfg.max_lag, device)
+    model = ACGate(cfg, method, panel.n_entities, panel.X.shape[2], panel.P.shape[1], panel.S.shape[1]).to(device)
+    optimiser = torch.optim.Adam(model.parameters(), lr=tcfg.lr)
+    inputs = (batch.x, batch.proxies, batch.static, batch.entity_index)
+
+    rows, best_val, best_epoch, best_state, stale = [], float("inf"), 0, None, 0
+    start = time.perf_counter()
+    for epoch in range(1, tcfg.max_epochs + 1):
+        model.train()
+        optimiser.zero_grad()
+        out = model(*inputs)
+        task = masked_mse(out.y_hat, batch.y, batch.masks["train"])
+        recon = recon_loss(out.p_hat, batch.proxies, cfg.recon_anchor_weight)
+        (task + model.recon_weight * recon).backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), tcfg.grad_clip)
+        optimiser.step()
+
+        model.eval()
+        with torch.no_grad():
+            val = masked_mse(model(*inputs).y_hat, batch.y, batch.masks["val"]).item()
+        rows.append((epoch, task.item(), recon.item(), val))
+        if val < best_val:
+            best_val, best_epoch, stale = val, epoch, 0
+            best_state = copy.deepcopy(model.state_dict())
+        else:
+            stale += 1
+        if epoch % tcfg.log_every == 0 or stale >= tcfg.patience or epoch == tcfg.max_epochs:
+            log(f"  [{method} seed {seed}] epoch {epoch:3d}/{tcfg.max_epochs}  train {task.item():.4f}  "
+                f"val {val:.4f}  best {best_val:.4f} @ {best_epoch}")
+        if stale >= tcfg.patience:
+            break
+    seconds = time.perf_counter() - start
+    model.load_state_dict(best_state)
+    model.eval()
+    history = pd.DataFrame(rows, columns=["epoch", "train_loss", "recon_loss", "val_loss"])
+    return FitResult(model=model, history=history, best_epoch=best_epoch, epochs_run=len(rows),
+                     seconds=seconds, device=str(device), batch=batch, norm=norm)
+
+
+def predictions(result: FitResult, panel: Panel) -> pd.DataFrame:
+    """One row per observed target step: entity, time, split, y, y_hat (original units)."""
+    K = result.model.cfg.max_lag
+    with torch.no_grad():
+        b = result.batch
+        y_hat = result.model(b.x, b.proxies, b.static, b.entity_index).y_hat.cpu().numpy()
+    y_hat = result.norm.Y.inverse(y_hat)
+    entity, step = np.nonzero(np.isfinite(panel.Y[:, K:]))
+    return pd.DataFrame({"entity": panel.entities[entity], "time": panel.times[K:][step],
+                         "split": panel.target_split(K)[step], "y": panel.Y[:, K:][entity, step],
+                         "y_hat": y_hat[entity, step]})
+
+
+def lag_table(result: FitResult, panel: Panel) -> pd.DataFrame:
+    """One row per entity: entity, z, omega_1..omega_K, kstar, kstar_kind and, for synthetic panels,
+    kstar_true (lag centre) and dgp_mean_lag."""
+    model, b = result.model, result.batch
+    with torch.no_grad():
+        z = model.score(b.proxies)
+        omega = model.lag_weights(z).cpu().numpy()
+    table = pd.DataFrame({"entity": panel.entities, "z": z.squeeze(1).cpu().numpy()})
+    for k in range(omega.shape[1]):
+        table[f"omega_{k + 1}"] = omega[:, k]
+    table["kstar"] = lags.effective_lag(omega)
+    table["kstar_kind"] = "structural"
+    for key in ("kstar_true", "dgp_mean_lag"):
+        if key in panel.truth:
+            table[key] = panel.truth[key]
+    return table
+
+
+def omega_of_z(model: ACGate) -> Callable[[np.ndarray], np.ndarray]:
+    """The trained gate as a numpy function z (G,) -> omega (G, K)."""
+    device = next(model.parameters()).device
+
+    def evaluate(z: np.ndarray) -> np.ndarray:
+        with torch.no_grad():
+            zt = torch.as_tensor(z, dtype=torch.float32, device=device)[:, None]
+            return model.lag_weights(zt).cpu().numpy()
+
+    return evaluate
+
+
+def summarise(result: FitResult, panel: Panel, preds: pd.DataFrame, table: pd.DataFrame) -> dict:
+    """metrics.json content: split-wise L0 metrics, lag summaries, L3 where truth exists, run facts."""
+    omega = table.filter(like="omega_").to_numpy()
+    metrics: dict = {split: forecast_metrics(*(preds.loc[preds.split == split, c].to_numpy()
+                                               for c in ("y", "y_hat", "time"))) for split in SPLITS}
+    metrics["lags"] = {"kstar_mean": float(table.kstar.mean()), "kstar_sd": float(table.kstar.std(ddof=0)),
+                       "omega_entropy": float(lags.omega_entropy(omega).mean()),
+                       "gate_sensitivity": lags.gate_sensitivity(table.z.to_numpy(), omega_of_z(result.model))}
+    if "kstar_true" in table:
+        metrics["l3"] = {"lag_centre": l3_recovery(table.kstar.to_numpy(), table.kstar_true.to_numpy()),
+                         "dgp_mean_lag": l3_recovery(table.kstar.to_numpy(), table.dgp_mean_lag.to_numpy())}
+    metrics.update(best_epoch=result.best_epoch, epochs_run=result.epochs_run, seconds=round(result.seconds, 3),
+                   seconds_per_epoch=round(result.seconds / result.epochs_run, 5), device=result.device)
+    return metrics
+
+
+def run_method(panel: Panel, params: Params, method: str, seed: int, runs_root: Path,
+               log: Callable[[str], None] = print) -> dict:
+    """Train ``method`` and write its artifacts to runs/<domain>/seed<NN>/<method>/; returns metrics.json.
+
+    ``metrics.json`` is written last, so an interrupted run leaves nothing that counts as finished.
+    """
+    out = method_dir(runs_root, params.domain, seed, method)
+    (out / "metrics.json").unlink(missing_ok=True)
+    result = fit(panel, params, method, seed, log)
+    preds, table = predictions(result, panel), lag_table(result, panel)
+    metrics = summarise(result, panel, preds, table)
+    metrics["params_hash"] = params.digest()
+    atomic_write(out / "predictions.csv", lambda f: preds.to_csv(f, index=False))
+    atomic_write(out / "lags.csv", lambda f: table.to_csv(f, index=False))
+    atomic_write(out / "history.csv", lambda f: result.history.to_csv(f, index=False))
+    atomic_write(out / "model.pt", lambda f: torch.save(result.model.state_dict(), f), binary=True)
+    write_json(out / "manifest.json", manifest(params.to_dict(), seed, result.device, method=method,
+                                               wall_seconds=round(result.seconds, 3)))
+    write_json(out / "metrics.json", metrics)
+    return metrics
