@@ -87,7 +87,7 @@ plt.show()
 # %%
 picks = order[[len(order) - 1, len(order) // 2, 0]]
 fig, axes = plt.subplots(len(picks), 1, figsize=(7, 6), sharex=True)
-for ax, i in zip(axes, picks):
+for ax, i in zip(axes, picks, strict=True):
     ax.plot(panel.times, panel.X[i, :, 0], label="x", color="C0")
     ax.plot(panel.times, panel.Y[i], label="Y", color="C1")
     ax.axvspan(panel.times[0], panel.times[params.model.max_lag], color="grey", alpha=0.15)

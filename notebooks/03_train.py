@@ -93,7 +93,7 @@ for m in to_train:
 
 # %%
 fig, axes = plt.subplots(1, len(to_train), figsize=(3.2 * len(to_train), 2.8), sharey=True, squeeze=False)
-for ax, m in zip(axes[0], to_train):
+for ax, m in zip(axes[0], to_train, strict=True):
     history = pd.read_csv(out_dirs[m] / "history.csv")
     ax.plot(history.epoch, history.train_loss, label="train")
     ax.plot(history.epoch, history.val_loss, label="validation")
@@ -113,7 +113,7 @@ plt.show()
 # %%
 if "kstar_true" in panel.truth:
     fig, axes = plt.subplots(1, len(to_train), figsize=(3.2 * len(to_train), 3), sharey=True, squeeze=False)
-    for ax, m in zip(axes[0], to_train):
+    for ax, m in zip(axes[0], to_train, strict=True):
         lags = pd.read_csv(out_dirs[m] / "lags.csv")
         jitter = np.random.default_rng(0).uniform(-0.15, 0.15, len(lags))
         ax.scatter(lags.kstar_true + jitter, lags.kstar, s=8, alpha=0.6)

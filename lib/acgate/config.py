@@ -16,9 +16,10 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import yaml
 
@@ -123,14 +124,16 @@ class ModelConfig:
     hidden: int = _param(64, "width d of the lag projection and of the LSTM", _int_at_least(1))
     lstm_layers: int = _param(2, "number of stacked LSTM layers", _int_at_least(1))
     dropout: float = _param(0.05, "dropout between LSTM layers", _unit_interval_open_right)
-    encoder_hidden: int = _param(32, "hidden width of the proxy encoder, the reconstruction head and the gate", _int_at_least(1))
+    encoder_hidden: int = _param(32, "hidden width of the proxy encoder, the reconstruction head and the gate",
+                                 _int_at_least(1))
     entity_embedding: int = _param(8, "size of the learned entity embedding (0 disables it)", _int_at_least(0))
     static_embedding: int = _param(8, "size of the projection of the static features s_i", _int_at_least(1))
     position_penalty: float = _param(0.1, "lambda: gate logit penalty lambda * k/K on farther lags", _non_negative)
     temperature: float = _param(1.0, "tau: temperature of the lag-gate softmax", _positive)
     recon_weight: float = _param(0.1, "lambda_r: weight of the proxy-reconstruction loss", _non_negative)
     recon_detach: bool = _param(False, "true: reconstruction trains only its head, not the encoder", _bool)
-    recon_anchor_weight: float = _param(1.0, "weight of the first proxy in the reconstruction loss (others 1)", _positive)
+    recon_anchor_weight: float = _param(1.0, "weight of the first proxy in the reconstruction loss (others 1)",
+                                        _positive)
 
 
 @dataclass(frozen=True)

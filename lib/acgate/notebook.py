@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from acgate.config import Params, load_params
 
 
 def project_root(start: Path | None = None) -> Path:
-    """The nearest folder at or above ``start`` (default: the working directory) holding ``params/``
-    and ``pyproject.toml``; notebooks run from the root or from ``notebooks/`` alike."""
+    """The project root: ``$ACGATE_ROOT`` when set, else the nearest folder at or above ``start`` (default:
+    the working directory) holding ``params/`` and ``pyproject.toml``, so notebooks run from the root or
+    from ``notebooks/`` alike."""
+    if os.environ.get("ACGATE_ROOT"):
+        return Path(os.environ["ACGATE_ROOT"]).resolve()
     here = Path(start or Path.cwd()).resolve()
     for folder in (here, *here.parents):
         if (folder / "params").is_dir() and (folder / "pyproject.toml").is_file():

@@ -110,7 +110,7 @@ class Panel:
         atomic_write(directory / "stratifiers.csv", lambda f: self.stratifiers.to_csv(f))
 
     @classmethod
-    def load(cls, directory: Path) -> "Panel":
+    def load(cls, directory: Path) -> Panel:
         directory = Path(directory)
         meta = json.loads((directory / "panel.json").read_text())
         with np.load(directory / "panel.npz") as arrays:
@@ -134,7 +134,7 @@ class Standardiser:
     scale: np.ndarray
 
     @classmethod
-    def fit(cls, values: np.ndarray, axis: tuple[int, ...]) -> "Standardiser":
+    def fit(cls, values: np.ndarray, axis: tuple[int, ...]) -> Standardiser:
         mean = np.nanmean(values, axis=axis)
         sd = np.nanstd(values, axis=axis)
         scale = np.where(sd > 1e-8 * np.maximum(1.0, np.abs(mean)), sd, 1.0)
@@ -157,7 +157,7 @@ class Normalisers:
     S: Standardiser
 
     @classmethod
-    def fit(cls, panel: Panel) -> "Normalisers":
+    def fit(cls, panel: Panel) -> Normalisers:
         train = panel.train_time_mask()
         return cls(X=Standardiser.fit(panel.X[:, train], axis=(0, 1)),
                    Y=Standardiser.fit(panel.Y[:, train], axis=(0, 1)),

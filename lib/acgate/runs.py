@@ -17,10 +17,11 @@ import platform
 import subprocess
 import sys
 import tempfile
-from datetime import datetime, timezone
+from collections.abc import Callable
+from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
-from typing import IO, Any, Callable
+from typing import IO, Any
 
 PACKAGES = ("acgate", "torch", "numpy", "pandas", "scipy", "papermill", "jupytext", "matplotlib", "seaborn")
 
@@ -93,6 +94,6 @@ def manifest(params: dict, seed: int, device: str, **extra: Any) -> dict:
         "platform": platform.platform(),
         "machine": platform.node(),
         "device": device,
-        "created_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "created_utc": datetime.now(UTC).isoformat(timespec="seconds"),
         **extra,
     }

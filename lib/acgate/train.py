@@ -14,9 +14,9 @@ from __future__ import annotations
 import copy
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -58,7 +58,7 @@ class Batch:
     entity_index: torch.Tensor  # (N,)
 
     @classmethod
-    def build(cls, panel: Panel, norm: Normalisers, max_lag: int, device: torch.device) -> "Batch":
+    def build(cls, panel: Panel, norm: Normalisers, max_lag: int, device: torch.device) -> Batch:
         def tensor(a: np.ndarray) -> torch.Tensor:
             return torch.as_tensor(np.asarray(a, dtype=np.float32), device=device)
 

@@ -1,0 +1,95 @@
+import dataclasses
+
+import pytest
+import yaml
+
+from acgate.config import METHODS, ParamsError, load_params, reference_markdown
+from tests.conftest import ROOT
+
+
+def write(tmp_path, data: dict):
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def base() -> dict:
+    return yaml.safe_load((ROOT / "params" / "synthetic_linear.yaml").read_text())
+
+
+@pytest.mark.parametrize("domain, scenario", [("synthetic_linear", "linear"), ("synthetic_nonlinear", "nonlinear")])
+def test_locked_paper_values(domain, scenario):
+    p = load_params(ROOT / "params" / f"{domain}.yaml")
+    assert p.domain == domain and p.synthetic.scenario == scenario
+    m, t = p.model, p.train
+    assert (m.max_lag, m.hidden, m.lstm_layers, m.dropout) == (10, 64, 2, 0.05)
+    assert (m.position_penalty, m.temperature, m.recon_weight, m.recon_detach) == (0.1, 1.0, 0.1, False)
+    assert (t.lr, t.patience, t.max_epochs, t.grad_clip, t.device) == (1e-3, 20, 200, 1.0, "auto")
+    assert p.n_seeds == 20 and p.methods == METHODS
+    s = p.synthetic
+    assert (s.n_entities, s.n_steps, s.lag_horizon, s.noise_sd, s.lag_width) == (200, 30, 10, 0.15, 1.25)
+
+
+def test_overlay_changes_only_what_it_names(smoke_params):
+    full = load_params(ROOT / "params" / "synthetic_linear.yaml")
+    assert smoke_params.model.max_lag == 5 and smoke_params.synthetic.n_entities == 40
+    assert smoke_params.model.temperature == full.model.temperature
+    assert smoke_params.synthetic.scenario == "linear"
+    assert smoke_params.digest() != full.digest()
+
+
+def test_unknown_key_names_the_key_and_the_allowed_keys(tmp_path):
+    data = base()
+    data["model"]["max_lags"] = 10
+    with pytest.raises(ParamsError, match=r"unknown key 'model.max_lags'.*allowed keys in model: .*max_lag"):
+        load_params(write(tmp_path, data))
+    data = base()
+    data["trian"] = {}
+    with pytest.raises(ParamsError, match=r"unknown key 'trian'"):
+        load_params(write(tmp_path, data))
+
+
+def test_lag_too_long_for_the_training_window(tmp_path):
+    data = base()
+    data["model"]["max_lag"] = 22
+    with pytest.raises(ParamsError, match=r"model.max_lag = 22 is too long .*22 steps.*must be in 1\.\.21"):
+        load_params(write(tmp_path, data))
+
+
+@pytest.mark.parametrize("value", [0, -1.0, "one"])
+def test_non_positive_temperature(tmp_path, value):
+    data = base()
+    data["model"]["temperature"] = value
+    with pytest.raises(ParamsError, match=r"model.temperature = .* must be a number > 0 \(tau"):
+        load_params(write(tmp_path, data))
+
+
+@pytest.mark.parametrize("section, key, value, allowed", [
+    ("train", "device", "gpu", "one of auto, cpu, cuda"),
+    ("model", "dropout", 1.0, r"a number in \[0, 1\)"),
+    ("", "methods", ["acgate", "tft"], "a non-empty list of distinct names"),
+    ("split", "test_start", 30, "0 < val_start < test_start <= 29"),
+    ("split", "test_start", 22, "split.test_start = 22 must be after split.val_start = 22"),
+])
+def test_out_of_range_values(tmp_path, section, key, value, allowed):
+    data = base()
+    (data[section] if section else data)[key] = value
+    with pytest.raises(ParamsError, match=allowed):
+        load_params(write(tmp_path, data))
+
+
+def test_missing_file_and_bad_yaml(tmp_path):
+    with pytest.raises(ParamsError, match="not found"):
+        load_params(tmp_path / "absent.yaml")
+    (tmp_path / "bad.yaml").write_text("model: [unclosed")
+    with pytest.raises(ParamsError, match="not valid YAML"):
+        load_params(tmp_path / "bad.yaml")
+
+
+def test_reference_documents_every_key():
+    text = reference_markdown()
+    p = load_params(ROOT / "params" / "synthetic_linear.yaml")
+    for section in ("synthetic", "split", "model", "train"):
+        for f in dataclasses.fields(getattr(p, section)):
+            assert f"`{section}.{f.name}`" in text
+    assert "`n_seeds`" in text and "a number > 0" in text

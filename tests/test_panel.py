@@ -1,0 +1,74 @@
+import dataclasses
+
+import numpy as np
+import pytest
+
+from acgate.dgp import simulate
+from acgate.panel import Normalisers, Panel, PanelError, Standardiser
+
+
+@pytest.fixture
+def panel(smoke_params):
+    return simulate(smoke_params.synthetic, 0, smoke_params.split.val_start, smoke_params.split.test_start)
+
+
+def test_split_masks_are_chronological_after_the_warm_up(panel):
+    K = 5
+    labels = panel.target_split(K)
+    assert len(labels) == len(panel.times) - K
+    target_times = panel.times[K:]
+    assert set(target_times[labels == "train"]) == set(range(5, 14))
+    assert set(target_times[labels == "val"]) == {14, 15, 16}
+    assert set(target_times[labels == "test"]) == {17, 18, 19}
+    masks = panel.split_masks(K)
+    assert sum(m.sum() for m in masks.values()) == panel.n_entities * (len(panel.times) - K)
+
+
+def test_unobserved_targets_are_masked_not_filled(panel):
+    panel.Y[0, 6] = np.nan
+    masks = panel.split_masks(5)
+    assert not masks["train"][0, 1] and masks["train"][1, 1]
+
+
+def test_normalisers_use_the_training_window_only(panel):
+    before = Normalisers.fit(panel)
+    panel.Y[:, panel.times >= panel.val_start] += 1000.0
+    panel.X[:, panel.times >= panel.val_start] *= 50.0
+    after = Normalisers.fit(panel)
+    np.testing.assert_array_equal(before.Y.mean, after.Y.mean)
+    np.testing.assert_array_equal(before.X.scale, after.X.scale)
+    train = panel.times < panel.val_start
+    np.testing.assert_allclose(after.Y.mean, panel.Y[:, train].mean(), rtol=1e-5)
+
+
+def test_constant_training_column_is_centred_not_exploded():
+    values = np.array([[5.0, 5.0, 5.0, 9.0], [5.0, 5.0, 5.0, -3.0]])[:, :, None]
+    s = Standardiser.fit(values[:, :3], axis=(0, 1))
+    assert s.scale[0] == 1.0 and s.mean[0] == 5.0
+    np.testing.assert_allclose(s.transform(values)[:, 3, 0], [4.0, -8.0])
+    np.testing.assert_allclose(s.inverse(s.transform(values)), values)
+
+
+def test_save_and_load_round_trip(panel, tmp_path):
+    panel.save(tmp_path)
+    back = Panel.load(tmp_path)
+    for name in ("X", "Y", "P", "S", "times", "entities"):
+        np.testing.assert_array_equal(getattr(back, name), getattr(panel, name))
+    np.testing.assert_array_equal(back.truth["kstar_true"], panel.truth["kstar_true"])
+    assert back.stratifiers.index.tolist() == panel.entities.tolist()
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_contract_violations_name_the_field_and_entity(panel):
+    X = panel.X.copy()
+    X[3, 2, 0] = np.nan
+    with pytest.raises(PanelError, match=r"panel.X: missing .* entity 'e003' in column 'x'"):
+        dataclasses.replace(panel, X=X)
+    P = panel.P.copy()
+    P[:, 1] = 0.5
+    with pytest.raises(PanelError, match=r"proxy 'sqrt_z' is the same for every entity"):
+        dataclasses.replace(panel, P=P)
+    with pytest.raises(PanelError, match=r"val_start \(25\)"):
+        dataclasses.replace(panel, val_start=25, test_start=26)
+    with pytest.raises(PanelError, match="split 'train' has no observed target after the 16 warm-up steps"):
+        panel.split_masks(16)

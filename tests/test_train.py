@@ -1,0 +1,111 @@
+import dataclasses
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from acgate import train
+from acgate.dgp import simulate
+from acgate.runs import is_finished, method_dir
+
+
+@pytest.fixture(scope="module")
+def panel(smoke_params):
+    return simulate(smoke_params.synthetic, 0, smoke_params.split.val_start, smoke_params.split.test_start)
+
+
+def quiet(_: str) -> None:
+    pass
+
+
+def test_same_seed_gives_the_same_numbers_on_cpu(smoke_params, panel):
+    a = train.fit(panel, smoke_params, "acgate", 5, quiet)
+    b = train.fit(panel, smoke_params, "acgate", 5, quiet)
+    pd.testing.assert_frame_equal(a.history, b.history)
+    np.testing.assert_array_equal(train.lag_table(a, panel).kstar, train.lag_table(b, panel).kstar)
+    c = train.fit(panel, smoke_params, "acgate", 6, quiet)
+    assert not np.array_equal(train.lag_table(a, panel).kstar, train.lag_table(c, panel).kstar)
+
+
+def test_best_validation_checkpoint_is_restored_and_patience_stops(smoke_params, panel):
+    params = dataclasses.replace(smoke_params, train=dataclasses.replace(smoke_params.train, max_epochs=60,
+                                                                         patience=3, lr=0.05))
+    result = train.fit(panel, params, "acgate", 0, quiet)
+    h = result.history
+    assert result.best_epoch == int(h.epoch[h.val_loss.idxmin()])
+    assert result.epochs_run < 60 and result.epochs_run == result.best_epoch + 3
+    b = result.batch
+    with torch.no_grad():
+        restored = train.masked_mse(result.model(b.x, b.proxies, b.static, b.entity_index).y_hat, b.y, b.masks["val"])
+    assert restored.item() == pytest.approx(h.val_loss.min(), rel=1e-6)
+
+
+def test_recon_loss_weights_the_anchor_proxy():
+    p = torch.zeros(2, 3)
+    p_hat = torch.tensor([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
+    # hand-worked: entity 0 error 2*1, entity 1 error 1*1; mean 1.5; weights sum 4 -> 0.375
+    assert train.recon_loss(p_hat, p, 2.0).item() == pytest.approx(0.375)
+    assert train.recon_loss(p_hat, p, 1.0).item() == pytest.approx(1 / 3)
+
+
+def test_run_method_writes_the_artifacts(smoke_params, panel, tmp_path):
+    metrics = train.run_method(panel, smoke_params, "acgate", 0, tmp_path, quiet)
+    out = method_dir(tmp_path, smoke_params.domain, 0, "acgate")
+    assert is_finished(out)
+    for name in ("lags.csv", "predictions.csv", "history.csv", "model.pt", "manifest.json"):
+        assert (out / name).is_file()
+    lags = pd.read_csv(out / "lags.csv")
+    K = smoke_params.model.max_lag
+    assert list(lags.columns) == (["entity", "z"] + [f"omega_{k}" for k in range(1, K + 1)]
+                                  + ["kstar", "kstar_kind", "kstar_true", "dgp_mean_lag"])
+    assert len(lags) == panel.n_entities and (lags.kstar_kind == "structural").all()
+    preds = pd.read_csv(out / "predictions.csv")
+    assert len(preds) == panel.n_entities * (len(panel.times) - K)
+    test = preds[preds.split == "test"]
+    assert metrics["test"]["mse"] == pytest.approx(((test.y - test.y_hat) ** 2).mean(), rel=1e-5)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["seed"] == 0 and manifest["device"] == "cpu" and manifest["params"]["model"]["max_lag"] == K
+    assert {"git_sha", "packages", "python", "platform"} <= manifest.keys()
+    assert manifest["packages"]["torch"].startswith("2.")
+    assert metrics["params_hash"] == smoke_params.digest()
+    assert set(metrics) >= {"train", "val", "test", "lags", "l3", "best_epoch", "epochs_run", "seconds", "device"}
+
+
+def test_interrupted_run_leaves_nothing_that_counts_as_finished(smoke_params, panel, tmp_path, monkeypatch):
+    train.run_method(panel, smoke_params, "acgate", 0, tmp_path, quiet)
+
+    def crash(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(train, "lag_table", crash)
+    with pytest.raises(KeyboardInterrupt):
+        train.run_method(panel, smoke_params, "acgate", 0, tmp_path, quiet)
+    out = method_dir(tmp_path, smoke_params.domain, 0, "acgate")
+    assert not is_finished(out)
+    assert not list(out.glob("*.tmp"))
+
+
+@pytest.mark.parametrize("method", ["no_ac_encoder", "uniform_lag"])
+def test_collapsed_ablations_have_exactly_zero_spread(smoke_params, panel, method):
+    table = train.lag_table(train.fit(panel, smoke_params, method, 0, quiet), panel)
+    assert table.kstar.std() == 0.0
+
+
+def test_no_recon_reg_differs_from_the_full_model_only_when_not_detached(smoke_params, panel):
+    def kstar(params, method):
+        return train.lag_table(train.fit(panel, params, method, 0, quiet), panel).kstar.to_numpy()
+
+    assert not smoke_params.model.recon_detach
+    assert not np.allclose(kstar(smoke_params, "acgate"), kstar(smoke_params, "no_recon_reg"))
+    detached = dataclasses.replace(smoke_params, model=dataclasses.replace(smoke_params.model, recon_detach=True))
+    np.testing.assert_array_equal(kstar(detached, "acgate"), kstar(detached, "no_recon_reg"))
+
+
+def test_cuda_request_without_a_gpu_is_a_clear_error():
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    with pytest.raises(RuntimeError, match="no CUDA device"):
+        train.choose_device("cuda")
+    assert train.choose_device("auto").type == "cpu"
