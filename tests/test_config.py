@@ -93,3 +93,8 @@ def test_reference_documents_every_key():
         for f in dataclasses.fields(getattr(p, section)):
             assert f"`{section}.{f.name}`" in text
     assert "`n_seeds`" in text and "a number > 0" in text
+
+
+def test_readme_parameter_reference_is_current():
+    readme = (ROOT / "README.md").read_text()
+    assert reference_markdown() in readme, "regenerate it with: python -m acgate.config README.md"

@@ -124,7 +124,7 @@ class ModelConfig:
     hidden: int = _param(64, "width d of the lag projection and of the LSTM", _int_at_least(1))
     lstm_layers: int = _param(2, "number of stacked LSTM layers", _int_at_least(1))
     dropout: float = _param(0.05, "dropout between LSTM layers", _unit_interval_open_right)
-    encoder_hidden: int = _param(32, "hidden width of the proxy encoder, the reconstruction head and the gate",
+    encoder_hidden: int = _param(128, "hidden width of the proxy encoder, the reconstruction head and the gate",
                                  _int_at_least(1))
     entity_embedding: int = _param(8, "size of the learned entity embedding (0 disables it)", _int_at_least(0))
     static_embedding: int = _param(8, "size of the projection of the static features s_i", _int_at_least(1))
@@ -281,3 +281,19 @@ def reference_markdown() -> str:
             key = f"{prefix}.{f.name}" if prefix else f.name
             rows.append(f"| `{key}` | `{default}` | {allowed} | {f.metadata['help']} |")
     return "\n".join(rows)
+
+
+def update_readme(path: str | Path) -> None:
+    """Rewrite the parameter reference between the README's marker comments."""
+    path = Path(path)
+    text = path.read_text()
+    start, end = "<!-- parameter-reference:start -->", "<!-- parameter-reference:end -->"
+    head, rest = text.split(start)
+    _, tail = rest.split(end)
+    path.write_text(f"{head}{start}\n{reference_markdown()}\n{end}{tail}")
+
+
+if __name__ == "__main__":
+    import sys
+
+    update_readme(sys.argv[1] if len(sys.argv) > 1 else "README.md")
