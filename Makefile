@@ -1,6 +1,7 @@
 # Front door of the repository. `make paper` runs the main job, `make test` the tests; both set up
 # the virtual environment in .venv on first use (CPU PyTorch 2.13.0 plus this package and its extras).
-#   make paper            20-seed synthetic suite (both scenarios, AC-GATE + ablations), then the summary table
+#   make paper            20-seed synthetic suite (linear, nonlinear: AC-GATE + ablations; the null scenario:
+#                         AC-GATE), the audit of each domain (04_audit), then the summary tables
 #   make quick            the same with 3 seeds, a few minutes
 #   make test             ruff + pytest (unit, notebook and nbval tests; about 2 minutes on 2 cores)
 #   make notebooks        pair notebooks/*.py with .ipynb files for JupyterLab (the .py files stay the source)
@@ -10,7 +11,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
-DOMAINS := synthetic_linear synthetic_nonlinear
+DOMAINS := synthetic_linear synthetic_nonlinear synthetic_null
 SEEDS ?=
 SEED_ARG := $(if $(SEEDS),--seeds $(SEEDS),)
 
@@ -27,10 +28,12 @@ setup: $(VENV)/.installed
 
 paper: setup
 	$(PY) -m acgate.suite run --domains $(DOMAINS) --jobs $(JOBS) $(SEED_ARG)
+	$(PY) -m acgate.suite audit --domains $(DOMAINS)
 	$(PY) -m acgate.suite table --domains $(DOMAINS)
 
 quick: setup
 	$(PY) -m acgate.suite run --domains $(DOMAINS) --jobs $(JOBS) --seeds 3 --runs-dir runs/quick
+	$(PY) -m acgate.suite audit --domains $(DOMAINS) --runs-dir runs/quick
 	$(PY) -m acgate.suite table --domains $(DOMAINS) --runs-dir runs/quick --tables-dir runs/quick/tables
 
 lint: setup

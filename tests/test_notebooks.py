@@ -89,6 +89,25 @@ def test_training_notebook_reproduces_and_nbval_can_fail(suite_runs, workspace):
     assert nbval(tampered, workspace).returncode != 0
 
 
+def test_audit_notebook_writes_the_audit_and_reproduces(suite_runs, workspace, capsys):
+    suite.audit(["synthetic_linear"], SMOKE, str(suite_runs), str(workspace / "data"))
+    assert "audit synthetic_linear: L0 " in capsys.readouterr().out
+    audit_dir = suite_runs / "synthetic_linear" / "audit"
+    for name in ("l0", "l1", "l2", "l2_summary", "l3", "wilcoxon", "kstar_by_entity"):
+        assert (audit_dir / f"{name}.csv").is_file()
+    verdicts = json.loads((audit_dir / "verdicts.json").read_text())
+    assert set(verdicts["verdicts"]) == {"L0", "L1", "L2", "L3"}
+    l2 = pd.read_csv(audit_dir / "l2.csv")
+    assert set(l2.stratifier) == {"latent_z", "noise"} and (l2.permutations == 2000).all()
+    executed = audit_dir / "04_audit.ipynb"
+    assert len(checked_cells(executed)) == 1
+    result = nbval(executed, workspace)
+    assert result.returncode == 0, result.stdout[-3000:]
+    matrix = suite.verdict_table(suite_runs, ["synthetic_linear", "synthetic_nonlinear"])
+    assert list(matrix.domain) == ["synthetic_linear"]
+    assert list(matrix.iloc[0, 1:]) == [verdicts["verdicts"][k]["verdict"] for k in ("L0", "L1", "L2", "L3")]
+
+
 def test_summary_table_reads_the_runs(suite_runs, workspace):
     summary = suite.recovery_table(suite_runs, ["synthetic_linear"])
     assert set(summary.method) == {"acgate", "no_ac_encoder", "uniform_lag", "no_recon_reg"}

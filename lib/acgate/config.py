@@ -24,7 +24,7 @@ from typing import Any
 import yaml
 
 METHODS = ("acgate", "no_ac_encoder", "uniform_lag", "no_recon_reg")
-SCENARIOS = ("linear", "nonlinear")
+SCENARIOS = ("linear", "nonlinear", "constant")
 
 
 class ParamsError(ValueError):
@@ -90,7 +90,9 @@ def _param(default: Any, help: str, check: Callable[[Any], str | None]) -> Any:
 class SyntheticConfig:
     """The synthetic data-generating process (paper Algorithm 2, DESIGN section 7)."""
 
-    scenario: str = _param("linear", "lag-centre map: linear 3+7(1-z), nonlinear 10(1-z)^2", _one_of(*SCENARIOS))
+    scenario: str = _param("linear", "lag-centre map: linear 3+7(1-z), nonlinear 10(1-z)^2, constant (a null: "
+                           "every entity has lag centre constant_centre)", _one_of(*SCENARIOS))
+    constant_centre: int = _param(5, "lag centre of every entity under scenario constant", _int_at_least(1))
     n_entities: int = _param(200, "number of entities N", _int_at_least(2))
     n_steps: int = _param(30, "number of time steps T (time index 0..T-1)", _int_at_least(3))
     lag_horizon: int = _param(10, "number of lags 1..K the DGP spreads its weights over", _int_at_least(1))
@@ -150,6 +152,25 @@ class TrainConfig:
 
 
 @dataclass(frozen=True)
+class AuditConfig:
+    """The layered audit (paper section V): thresholds and the permutation tests."""
+
+    permutations: int = _param(2000, "B: entity-label permutations per L2 test", _int_at_least(1))
+    permutation_seed: int = _param(0, "seed of the permutation generator", _int)
+    alpha: float = _param(0.05, "significance level of every test in the verdicts", _positive)
+    epsilon: float = _param(1e-6, "L1 (paper): a seed is degenerate when sd_i(k*) <= epsilon; degenerate seeds skip L2",
+                            _non_negative)
+    practical_sd: float = _param(0.25, "L1 (practical): sd_i(k*) a reader would notice, in lags", _non_negative)
+    l1_min_share: float = _param(0.8, "L1 supported when at least this share of seeds beats practical_sd",
+                                 _unit_interval_open_right)
+    circular_threshold: float = _param(0.95, "a stratifier is flagged circular when |Spearman| with a proxy reaches "
+                                       "this (or it shares a proxy's name)", _positive)
+    l3_min_spearman: float = _param(0.8, "L3 supported needs mean Spearman(k*, lag centre) at least this",
+                                    _non_negative)
+    reference: str = _param("acgate", "the method the verdicts and paired tests are about", _one_of(*METHODS))
+
+
+@dataclass(frozen=True)
 class Params:
     """One domain's resolved parameters."""
 
@@ -160,17 +181,20 @@ class Params:
     split: SplitConfig = field(default_factory=SplitConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
+    audit: AuditConfig = field(default_factory=AuditConfig)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
     def digest(self) -> str:
-        """Short hash of the resolved parameters, recorded with every run."""
-        text = json.dumps(self.to_dict(), sort_keys=True)
+        """Short hash of the parameters that shape a training run (all but the audit section), recorded with
+        every run; a run whose hash differs from the current one is stale."""
+        text = json.dumps({k: v for k, v in self.to_dict().items() if k != "audit"}, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-SECTIONS = {"synthetic": SyntheticConfig, "split": SplitConfig, "model": ModelConfig, "train": TrainConfig}
+SECTIONS = {"synthetic": SyntheticConfig, "split": SplitConfig, "model": ModelConfig, "train": TrainConfig,
+            "audit": AuditConfig}
 
 
 def _build(cls: type, values: dict, where: str, source: str) -> Any:

@@ -4,6 +4,7 @@ For entity i with latent moderator z_i ~ U(0, 1):
 
     lag centre  k_c = clip(round(3 + 7 (1 - z)), 1, K)        (linear)
                 k_c = clip(round(10 (1 - z)^2), 1, K)          (nonlinear)
+                k_c = constant_centre for every entity         (constant: a null with no lag heterogeneity)
     lag weights w_k ∝ exp(-0.5 ((k - k_c) / width)^2),  k = 1..K, summing to one
     target      Y_t = sum_k w_k X_{t-k} + c X_t + a z + b s_0 + noise   (X before t = 0 is zero)
 
@@ -28,14 +29,16 @@ PROXY_NAMES = ["z", "sqrt_z", "one_minus_0.7z"]
 STATIC_NAMES = ["s0_z_noisy", "s1_noise"]
 
 
-def lag_centre(z: np.ndarray, scenario: str, max_lag: int) -> np.ndarray:
+def lag_centre(z: np.ndarray, scenario: str, max_lag: int, constant_centre: int = 5) -> np.ndarray:
     """Integer lag centre (N,) of each entity from its moderator z (N,)."""
     if scenario == "linear":
         raw = 3 + 7 * (1 - z)
     elif scenario == "nonlinear":
         raw = 10 * (1 - z) ** 2
+    elif scenario == "constant":
+        raw = np.full_like(z, constant_centre)
     else:
-        raise ValueError(f"unknown synthetic scenario '{scenario}'; use linear or nonlinear")
+        raise ValueError(f"unknown synthetic scenario '{scenario}'; use linear, nonlinear or constant")
     return np.clip(np.round(raw), 1, max_lag).astype(int)
 
 
@@ -51,7 +54,7 @@ def simulate(cfg: SyntheticConfig, seed: int, val_start: int, test_start: int) -
     rng = np.random.default_rng(seed)
     n, t_len, horizon = cfg.n_entities, cfg.n_steps, cfg.lag_horizon
     z = rng.uniform(0.0, 1.0, size=n)
-    centre = lag_centre(z, cfg.scenario, horizon)
+    centre = lag_centre(z, cfg.scenario, horizon, cfg.constant_centre)
     weights = lag_weights(centre, horizon, cfg.lag_width)
 
     proxies = np.stack([z, np.sqrt(z), 1 - 0.7 * z], axis=1) + rng.normal(0, cfg.proxy_noise_sd, size=(n, 3))

@@ -1,6 +1,7 @@
 """Run the multi-seed suite through Papermill and summarise it.
 
     python -m acgate.suite run   --domains synthetic_linear synthetic_nonlinear --jobs 2
+    python -m acgate.suite audit --domains synthetic_linear synthetic_nonlinear
     python -m acgate.suite table --domains synthetic_linear synthetic_nonlinear
 
 ``run`` executes ``notebooks/03_train.py`` once per domain and seed, keeping the executed notebook
@@ -9,8 +10,11 @@ have a ``metrics.json`` written with the current parameters is skipped, so an in
 resumes where it stopped and a changed params file reruns what it touches. Each job runs with one
 thread per process, so ``--jobs`` processes do not oversubscribe the cores.
 
+``audit`` executes ``notebooks/04_audit.py`` once per domain into ``runs/<domain>/audit/04_audit.ipynb``.
+
 ``table`` writes the L3 recovery summary (mean (sd) over seeds) to ``tables/synthetic_recovery.{csv,md}``
-next to the paper's reported figures (``lib/acgate/paper_numbers.yaml``).
+next to the paper's reported figures (``lib/acgate/paper_numbers.yaml``), and the verdict matrix of the
+audited domains to ``tables/verdict_matrix.{csv,md}``.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from acgate.config import Params, load_params
 from acgate.notebook import project_root
 from acgate.runs import atomic_write, method_dir
 
-SYNTHETIC_DOMAINS = ("synthetic_linear", "synthetic_nonlinear")
+SYNTHETIC_DOMAINS = ("synthetic_linear", "synthetic_nonlinear", "synthetic_null")
 SINGLE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 
 
@@ -102,6 +106,31 @@ def run(domains: list[str], n_seeds: int | None, jobs: int, profile: str, runs_d
         raise SystemExit("suite: some jobs failed:\n" + "\n".join(failures))
 
 
+def audit(domains: list[str], profile: str, runs_dir: str, data_dir: str) -> None:
+    root = project_root()
+    for domain in domains:
+        start = time.perf_counter()
+        output = root / runs_dir / domain / "audit" / "04_audit.ipynb"
+        execute_notebook(root / "notebooks" / "04_audit.py", output,
+                         {"domain": domain, "profile_file": profile, "runs_dir": runs_dir, "data_dir": data_dir},
+                         root / "notebooks")
+        verdicts = json.loads((output.parent / "verdicts.json").read_text())
+        cells = ", ".join(f"{layer} {cell['verdict']}" for layer, cell in verdicts["verdicts"].items())
+        print(f"audit {domain}: {cells}  ({time.perf_counter() - start:.0f} s)", flush=True)
+        for problem in verdicts["problems"]:
+            print(f"  problem: {problem}", flush=True)
+
+
+def verdict_table(runs_root: Path, domains: list[str]) -> pd.DataFrame:
+    """Domains x layers, each cell the verdict for the reference method, from runs/<domain>/audit/verdicts.json."""
+    rows = {}
+    for domain in domains:
+        path = runs_root / domain / "audit" / "verdicts.json"
+        if path.is_file():
+            rows[domain] = {layer: cell["verdict"] for layer, cell in json.loads(path.read_text())["verdicts"].items()}
+    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("domain").reset_index()
+
+
 def collect(runs_root: Path, domain: str) -> pd.DataFrame:
     """One row per (seed, method) with a finished run of ``domain``: the flattened metrics.json."""
     rows = []
@@ -153,32 +182,35 @@ def recovery_table(runs_root: Path, domains: list[str]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def table(domains: list[str], runs_dir: str, tables_dir: str) -> pd.DataFrame:
+def table(domains: list[str], runs_dir: str, tables_dir: str) -> None:
     root = project_root()
-    summary = recovery_table(root / runs_dir, domains)
     out = root / tables_dir
-    atomic_write(out / "synthetic_recovery.csv", lambda f: summary.to_csv(f, index=False))
-    atomic_write(out / "synthetic_recovery.md", lambda f: f.write(summary.to_markdown(index=False) + "\n"))
-    print(summary.to_markdown(index=False))
-    return summary
+    for name, frame in (("synthetic_recovery", recovery_table(root / runs_dir, domains)),
+                        ("verdict_matrix", verdict_table(root / runs_dir, domains))):
+        atomic_write(out / f"{name}.csv", lambda f, frame=frame: frame.to_csv(f, index=False))
+        atomic_write(out / f"{name}.md", lambda f, frame=frame: f.write(frame.to_markdown(index=False) + "\n"))
+        print(f"\n{out / name}.md\n{frame.to_markdown(index=False)}")
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m acgate.suite", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    for name in ("run", "table"):
+    for name in ("run", "audit", "table"):
         p = sub.add_parser(name)
-        p.add_argument("--domains", nargs="+", default=list(SYNTHETIC_DOMAINS), help="params/<domain>.yaml to run")
+        p.add_argument("--domains", nargs="+", default=list(SYNTHETIC_DOMAINS), help="params/<domain>.yaml to use")
         p.add_argument("--runs-dir", default="runs", help="run artifacts root, relative to the project root")
-    run_p, table_p = sub.choices["run"], sub.choices["table"]
+    for name in ("run", "audit"):
+        sub.choices[name].add_argument("--profile", default="", help="overlay profile, e.g. params/smoke.yaml")
+        sub.choices[name].add_argument("--data-dir", default="data", help="data root, relative to the project root")
+    run_p = sub.choices["run"]
     run_p.add_argument("--seeds", type=int, default=None, help="seeds 0..N-1 (default: the params file's n_seeds)")
     run_p.add_argument("--jobs", type=int, default=max(1, os.cpu_count() or 1), help="parallel notebook runs")
-    run_p.add_argument("--profile", default="", help="overlay profile, e.g. params/smoke.yaml")
-    run_p.add_argument("--data-dir", default="data", help="data root, relative to the project root")
-    table_p.add_argument("--tables-dir", default="tables", help="where the summary table is written")
+    sub.choices["table"].add_argument("--tables-dir", default="tables", help="where the summary tables are written")
     args = parser.parse_args(argv)
     if args.command == "run":
         run(args.domains, args.seeds, args.jobs, args.profile, args.runs_dir, args.data_dir)
+    elif args.command == "audit":
+        audit(args.domains, args.profile, args.runs_dir, args.data_dir)
     else:
         table(args.domains, args.runs_dir, args.tables_dir)
 
