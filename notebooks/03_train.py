@@ -18,8 +18,9 @@
 # loss only; ground truth is never used), writes its run artifacts, and shows the learning curves and
 # the learned lag weights next to the truth where the panel has one.
 #
-# - **Inputs**: `params/<domain>.yaml` (+ optional profile); the panel in `data/processed/<domain>/seed<NN>/`
-#   (drawn and saved here if `02_synthetic_dgp` has not run).
+# - **Inputs**: `params/<domain>.yaml` (+ optional profile); the panel in `data/processed/<domain>/` (real
+#   domains, from `01_data_prep`) or `data/processed/<domain>/seed<NN>/` (synthetic: drawn and saved here if
+#   `02_synthetic_dgp` has not run). Proxy-shuffle domains permute the proxies once per seed.
 # - **Outputs**: `runs/<domain>/seed<NN>/<method>/` with `metrics.json`, `lags.csv`, `predictions.csv`,
 #   `history.csv`, `model.pt` and `manifest.json` (parameters, seed, git SHA, package versions, device).
 
@@ -38,14 +39,14 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from acgate.dgp import load_or_simulate
 from acgate.notebook import resolve
+from acgate.prep import panel_for_training
 from acgate.runs import method_dir
 from acgate.train import run_method
 
 params, root = resolve(domain, params_file, profile_file)
 to_train = list(methods) or list(params.methods)
-panel = load_or_simulate(params, seed, root / data_dir)
+panel = panel_for_training(params, seed, root / data_dir)
 print(f"{params.domain} seed {seed}: {panel.n_entities} entities, K = {params.model.max_lag}, "
       f"methods {', '.join(to_train)}")
 

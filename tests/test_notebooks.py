@@ -9,9 +9,12 @@ import sys
 import nbformat
 import pandas as pd
 import pytest
+import yaml
 
 from acgate import suite
+from acgate.example import write_example
 from tests.conftest import ROOT
+from tests.test_sources import SHARED, needs_data
 
 SMOKE = "params/smoke.yaml"
 
@@ -112,8 +115,43 @@ def test_summary_table_reads_the_runs(suite_runs, workspace):
     summary = suite.recovery_table(suite_runs, ["synthetic_linear"])
     assert set(summary.method) == {"acgate", "no_ac_encoder", "uniform_lag", "no_recon_reg"}
     row = summary.set_index("method").loc["uniform_lag"]
-    assert row["Spearman vs lag centre"] == "undefined (k* constant)" and row["k* sd"] == "0.000 (0.000)"
+    assert row["Spearman vs lag centre"] == "undefined (k* or truth constant)" and row["k* sd"] == "0.000 (0.000)"
     assert summary.set_index("method").loc["acgate", "paper Spearman"] == 0.945
     lags = pd.read_csv(suite_runs / "synthetic_linear" / "seed00" / "acgate" / "lags.csv")
     mae = (lags.kstar - lags.kstar_true).abs().mean()
     assert summary.set_index("method").loc["acgate", "k* MAE vs lag centre"] == f"{mae:.3f} (0.000)"
+
+
+def test_data_prep_notebook_on_a_users_panel(workspace):
+    csv = write_example(workspace / "own" / "example_panel.csv")
+    spec = yaml.safe_load((ROOT / "params" / "example_panel.yaml").read_text())
+    spec["data"]["csv_file"] = str(csv)
+    params_file = workspace / "own" / "example_panel.yaml"
+    params_file.write_text(yaml.safe_dump(spec))
+    out = workspace / "own" / "01_data_prep.ipynb"
+    suite.execute_notebook(ROOT / "notebooks" / "01_data_prep.py", out,
+                           {"domain": "example_panel", "params_file": str(params_file),
+                            "data_dir": str(workspace / "own" / "data")}, ROOT / "notebooks")
+    processed = workspace / "own" / "data" / "processed" / "example_panel"
+    assert pd.read_csv(processed / "entities.csv").kept.sum() == 40
+    manifest = json.loads((processed / "manifest.json").read_text())
+    assert manifest["inputs"][0]["file"] == str(csv) and len(manifest["inputs"][0]["sha256"]) == 64
+    result = nbval(out, workspace)
+    assert result.returncode == 0, result.stdout[-3000:]
+
+
+@needs_data
+def test_data_prep_notebook_on_the_real_economics_panel(workspace, monkeypatch):
+    monkeypatch.setenv("ACGATE_RAW_DIR", str(SHARED))
+    out = workspace / "econ" / "01_data_prep.ipynb"
+    suite.execute_notebook(ROOT / "notebooks" / "01_data_prep.py", out,
+                           {"domain": "economics", "data_dir": str(workspace / "econ" / "data")}, ROOT / "notebooks")
+    report = pd.read_csv(workspace / "econ" / "data" / "processed" / "economics" / "entities.csv")
+    assert report.kept.sum() == 88
+    reasons = report[~report.kept].reason.str.replace(r"\d\.\d\d", "x", regex=True).value_counts()
+    assert reasons.to_dict() == {"target ctfp never observed in 1980..2023": 65,
+                                 "missing share x > x (years lacking the target or a feature)": 15,
+                                 "feature gdp_growth missing at the start or end (no extrapolation)": 11,
+                                 "no training-window value for proxies 'mean:log_emp_hours'": 6}
+    result = nbval(out, workspace)
+    assert result.returncode == 0, result.stdout[-3000:]

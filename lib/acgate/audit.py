@@ -192,11 +192,29 @@ class AuditResult:
 
     def write(self, directory: Path) -> None:
         """The audit outputs of DESIGN section 4, each written atomically."""
-        for name in ("l0", "l1", "l2", "l2_summary", "l3", "wilcoxon", "kstar_by_entity"):
+        for name in AUDIT_TABLES:
             frame = getattr(self, name)
             atomic_write(Path(directory) / f"{name}.csv", lambda f, frame=frame: frame.to_csv(f, index=False))
         write_json(Path(directory) / "verdicts.json", {"domain": self.domain, "verdicts": self.verdicts,
                                                         "problems": self.problems, "audit": vars(self.config)})
+
+
+AUDIT_TABLES = ("l0", "l1", "l2", "l2_summary", "l3", "wilcoxon", "kstar_by_entity")
+
+
+def read_audit(directory: Path) -> AuditResult:
+    """An audit written by :meth:`AuditResult.write`, read back."""
+    directory = Path(directory)
+    meta = json.loads((directory / "verdicts.json").read_text())
+
+    def table(name: str) -> pd.DataFrame:
+        try:
+            return pd.read_csv(directory / f"{name}.csv", dtype={"entity": str})
+        except pd.errors.EmptyDataError:
+            return pd.DataFrame()
+
+    return AuditResult(meta["domain"], AuditConfig(**meta["audit"]), *(table(n) for n in AUDIT_TABLES[:-1]),
+                       kstar_by_entity=table("kstar_by_entity"), verdicts=meta["verdicts"], problems=meta["problems"])
 
 
 def _l2_rows(runs: list[Run], l1: pd.DataFrame, info: dict[int, EntityInfo | None], cfg: AuditConfig) -> pd.DataFrame:

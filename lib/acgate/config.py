@@ -25,6 +25,7 @@ import yaml
 
 METHODS = ("acgate", "no_ac_encoder", "uniform_lag", "no_recon_reg")
 SCENARIOS = ("linear", "nonlinear", "constant")
+LOADERS = ("pwt", "owid_wgi", "csv")
 
 
 class ParamsError(ValueError):
@@ -79,8 +80,20 @@ def _text(v: Any) -> str | None:
     return None if isinstance(v, str) and v.strip() else "a non-empty string"
 
 
-def _param(default: Any, help: str, check: Callable[[Any], str | None]) -> Any:
-    return field(default=default, metadata={"help": help, "check": check})
+def _names(at_least: int) -> Callable[[Any], str | None]:
+    def check(v: Any) -> str | None:
+        ok = isinstance(v, (list, tuple)) and len(v) >= at_least and all(isinstance(x, str) and x for x in v)
+        return None if ok else f"a list of at least {at_least} column name(s)"
+
+    return check
+
+
+def _string(v: Any) -> str | None:
+    return None if isinstance(v, str) else "a string"
+
+
+def _param(default: Any, help: str, check: Callable[[Any], str | None], required: bool = False) -> Any:
+    return field(default=default, metadata={"help": help, "check": check, "required": required})
 
 
 # --- the sections of a params file
@@ -108,6 +121,31 @@ class SyntheticConfig:
     contemporaneous_coef: float = _param(0.15, "weight of the contemporaneous x_t in Y_t", _non_negative)
     z_coef: float = _param(0.25, "weight of z in Y_t", _non_negative)
     static_coef: float = _param(0.10, "weight of the static feature s_0 in Y_t", _non_negative)
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """A real panel: its source and its cleaning rules (lib/acgate/prep.py)."""
+
+    loader: str = _param("csv", "pwt (PWT 11.0), owid_wgi (OWID energy + CO2 data and WGI) or csv (your long CSV)",
+                         _one_of(*LOADERS), required=True)
+    csv_file: str = _param("", "csv loader: path of the long CSV, relative to the project root", _string)
+    entity_column: str = _param("entity", "csv loader: the column naming the entity", _text)
+    time_column: str = _param("year", "csv loader: the column holding the (integer) time", _text)
+    first_time: int = _param(0, "first time value of the panel", _int, required=True)
+    last_time: int = _param(0, "last time value of the panel", _int, required=True)
+    target: str = _param("", "the target column", _text, required=True)
+    features: tuple = _param((), "sequential feature columns, seen at lags 1..K", _names(1), required=True)
+    proxies: tuple = _param((), "entity proxies: mean:col, trend:col, first:col or last:col over the training window, "
+                            "or a column constant within each entity", _names(1), required=True)
+    static: tuple = _param((), "static features, in the same forms as proxies (may be empty)", _names(0))
+    stratifiers: tuple = _param((), "L2 stratifiers, in the same forms as proxies", _names(0))
+    max_missing_share: float = _param(0.15, "drop an entity when the share of times lacking the target or a feature "
+                                      "exceeds this", _unit_interval_open_right)
+    strict: bool = _param(True, "true: an entity whose target is never observed is an error; false: it is dropped "
+                          "and reported", _bool)
+    proxy_shuffle: bool = _param(False, "negative control: permute the proxies across entities, one non-identity "
+                                 "permutation per seed", _bool)
 
 
 @dataclass(frozen=True)
@@ -178,6 +216,7 @@ class Params:
     n_seeds: int = _param(20, "number of seeds; seeds are 0..n_seeds-1", _int_at_least(1))
     methods: tuple = _param(METHODS, "methods trained for this domain", _methods)
     synthetic: SyntheticConfig | None = None
+    data: DataConfig | None = None
     split: SplitConfig = field(default_factory=SplitConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
@@ -189,12 +228,14 @@ class Params:
     def digest(self) -> str:
         """Short hash of the parameters that shape a training run (all but the audit section), recorded with
         every run; a run whose hash differs from the current one is stale."""
-        text = json.dumps({k: v for k, v in self.to_dict().items() if k != "audit"}, sort_keys=True)
+        shaping = {k: v for k, v in self.to_dict().items() if k != "audit" and v is not None}  # absent sections too
+        text = json.dumps(shaping, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-SECTIONS = {"synthetic": SyntheticConfig, "split": SplitConfig, "model": ModelConfig, "train": TrainConfig,
-            "audit": AuditConfig}
+SECTIONS = {"synthetic": SyntheticConfig, "data": DataConfig, "split": SplitConfig, "model": ModelConfig,
+            "train": TrainConfig, "audit": AuditConfig}
+OPTIONAL_SECTIONS = ("synthetic", "data")  # a domain has exactly one of these
 
 
 def _build(cls: type, values: dict, where: str, source: str) -> Any:
@@ -208,6 +249,9 @@ def _build(cls: type, values: dict, where: str, source: str) -> Any:
             f"{source}: unknown key '{prefix}{unknown[0]}'; allowed keys{' in ' + where if where else ''}: "
             + ", ".join(sorted(known) + ([] if where else sorted(SECTIONS)))
         )
+    absent = [f.name for f in known.values() if f.metadata.get("required") and f.name not in values]
+    if absent:
+        raise ParamsError(f"{source}: {where}.{absent[0]} is required ({known[absent[0]].metadata['help']})")
     kwargs = {}
     for name, value in values.items():
         if name in SECTIONS:
@@ -245,9 +289,12 @@ def _read_yaml(path: Path) -> dict:
 def params_from_dict(data: dict, source: str = "<dict>") -> Params:
     """Validate a nested dict (as read from YAML) into :class:`Params`."""
     top = _build(Params, data, "", source)
-    sections = {name: _build(cls, data.get(name, {}), name, source) for name, cls in SECTIONS.items()}
-    if "synthetic" not in data:
-        sections["synthetic"] = None
+    sections = {name: _build(cls, data.get(name, {}), name, source) for name, cls in SECTIONS.items()
+                if name in data or name not in OPTIONAL_SECTIONS}
+    present = [name for name in OPTIONAL_SECTIONS if name in data]
+    if len(present) != 1:
+        raise ParamsError(f"{source}: a params file needs exactly one of the sections 'synthetic' (a simulated "
+                          f"panel) or 'data' (a real panel); found {present or 'neither'}")
     params = dataclasses.replace(top, **sections)
     _check_consistency(params, source)
     return params
@@ -267,6 +314,15 @@ def _check_consistency(params: Params, source: str) -> None:
                 f"must satisfy 0 < val_start < test_start <= {last} (synthetic.n_steps = {last + 1})"
             )
         check_lag_fits(model.max_lag, first, split.val_start, source)
+    if params.data is not None:
+        data = params.data
+        if data.loader == "csv" and not data.csv_file:
+            raise ParamsError(f"{source}: data.csv_file is required with data.loader = csv")
+        if not data.first_time < split.val_start < split.test_start <= data.last_time:
+            raise ParamsError(f"{source}: split years must satisfy data.first_time ({data.first_time}) < "
+                              f"split.val_start ({split.val_start}) < split.test_start ({split.test_start}) <= "
+                              f"data.last_time ({data.last_time})")
+        check_lag_fits(model.max_lag, data.first_time, split.val_start, source)
 
 
 def check_lag_fits(max_lag: int, first_time: int, val_start: int, source: str) -> None:
@@ -280,10 +336,19 @@ def check_lag_fits(max_lag: int, first_time: int, val_start: int, source: str) -
         )
 
 
+def _read_with_base(path: Path) -> dict:
+    """A params file; ``extends: other.yaml`` (relative to it) takes that file as the base and overlays this one."""
+    data = _read_yaml(path)
+    if "extends" in data:
+        base = _read_with_base(path.parent / data.pop("extends"))
+        data = _merge(base, data)
+    return data
+
+
 def load_params(path: str | Path, overlay: str | Path | None = None) -> Params:
     """Load ``path`` (a domain's params file), optionally overlaid by a profile such as ``params/smoke.yaml``."""
     path = Path(path)
-    data = _read_yaml(path)
+    data = _read_with_base(path)
     source = str(path)
     if overlay:
         data = _merge(data, _read_yaml(Path(overlay)))

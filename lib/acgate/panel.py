@@ -40,6 +40,7 @@ class Panel:
     test_start: int  # first time value of the test window
     stratifiers: pd.DataFrame = field(default_factory=pd.DataFrame)  # index: entity
     truth: dict[str, np.ndarray] = field(default_factory=dict)  # per-entity ground truth (synthetic)
+    meta: dict = field(default_factory=dict)  # provenance notes recorded with every run (e.g. a proxy permutation)
 
     def __post_init__(self) -> None:
         self.validate()
@@ -105,7 +106,7 @@ class Panel:
         atomic_write(directory / "panel.npz", lambda f: np.savez(f, **arrays), binary=True)
         meta = {"entities": [str(e) for e in self.entities], "feature_names": self.feature_names,
                 "proxy_names": self.proxy_names, "static_names": self.static_names,
-                "val_start": int(self.val_start), "test_start": int(self.test_start)}
+                "val_start": int(self.val_start), "test_start": int(self.test_start), "meta": self.meta}
         atomic_write(directory / "panel.json", lambda f: json.dump(meta, f, indent=1))
         atomic_write(directory / "stratifiers.csv", lambda f: self.stratifiers.to_csv(f))
 
@@ -122,7 +123,7 @@ class Panel:
                    P=data["P"], S=data["S"], feature_names=meta["feature_names"],
                    proxy_names=meta["proxy_names"], static_names=meta["static_names"],
                    val_start=meta["val_start"], test_start=meta["test_start"],
-                   stratifiers=stratifiers, truth=truth)
+                   stratifiers=stratifiers, truth=truth, meta=meta.get("meta", {}))
 
 
 @dataclass(frozen=True)

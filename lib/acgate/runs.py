@@ -60,13 +60,19 @@ def is_finished(directory: Path) -> bool:
     return (Path(directory) / "metrics.json").is_file()
 
 
+SOURCE_PATHS = ("lib", "notebooks", "params", "pyproject.toml")  # what makes a run's code differ from a commit
+
+
 def git_sha(start: Path | None = None) -> str:
-    """HEAD of the checkout holding ``start`` (default: this package), '+dirty' if it has uncommitted changes."""
+    """HEAD of the checkout holding ``start`` (default: this package), '+dirty' when its code, notebooks or
+    params differ from that commit (changed or new files; regenerated outputs such as tables/ do not count)."""
     where = Path(start or __file__).resolve().parent
     try:
         sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=where, capture_output=True, text=True,
                              check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=where,
+        top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=where, capture_output=True, text=True,
+                             check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", *SOURCE_PATHS], cwd=top,
                                capture_output=True, text=True, check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"

@@ -1,8 +1,13 @@
 """Run the multi-seed suite through Papermill and summarise it.
 
+    python -m acgate.suite paper                  # all of the below for every domain whose inputs are present
+    python -m acgate.suite prep  --domains economics energy
     python -m acgate.suite run   --domains synthetic_linear synthetic_nonlinear --jobs 2
     python -m acgate.suite audit --domains synthetic_linear synthetic_nonlinear
     python -m acgate.suite table --domains synthetic_linear synthetic_nonlinear
+
+``prep`` executes ``notebooks/01_data_prep.py`` for each real domain into
+``data/processed/<domain>/01_data_prep.ipynb``.
 
 ``run`` executes ``notebooks/03_train.py`` once per domain and seed, keeping the executed notebook
 and its log at ``runs/<domain>/seed<NN>/03_train.ipynb``/``.log``. A (domain, seed) whose methods all
@@ -13,8 +18,9 @@ thread per process, so ``--jobs`` processes do not oversubscribe the cores.
 ``audit`` executes ``notebooks/04_audit.py`` once per domain into ``runs/<domain>/audit/04_audit.ipynb``.
 
 ``table`` writes the L3 recovery summary (mean (sd) over seeds) to ``tables/synthetic_recovery.{csv,md}``
-next to the paper's reported figures (``lib/acgate/paper_numbers.yaml``), and the verdict matrix of the
-audited domains to ``tables/verdict_matrix.{csv,md}``.
+next to the paper's reported figures (``lib/acgate/paper_numbers.yaml``), the real domains' compact summary
+(``real_summary``), their L2 tables (``l2_summary``), the proxy-shuffle comparison (``proxy_shuffle``) and the
+verdict matrix of the audited domains (``verdict_matrix``), each as CSV and Markdown in ``tables/``.
 """
 
 from __future__ import annotations
@@ -34,12 +40,53 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from acgate import audit as audit_lib
+from acgate import sources
 from acgate.config import Params, load_params
 from acgate.notebook import project_root
 from acgate.runs import atomic_write, method_dir
 
 SYNTHETIC_DOMAINS = ("synthetic_linear", "synthetic_nonlinear", "synthetic_null")
+REAL_DOMAINS = ("economics", "energy", "economics_proxy_shuffle", "energy_proxy_shuffle")
+PAPER_DOMAINS = SYNTHETIC_DOMAINS + REAL_DOMAINS
 SINGLE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+
+
+def missing_inputs(params: Params, root: Path) -> str:
+    """Why a domain cannot be prepared here ('' when its inputs are present)."""
+    if params.data is None:
+        return ""
+    if params.data.loader == "csv":
+        path = root / params.data.csv_file
+        return "" if path.is_file() else f"{path} not found"
+    directory = sources.raw_dir(root)
+    absent = [n for n in sources.LOADER_FILES[params.data.loader] if not (directory / n).is_file()]
+    if params.data.loader == "pwt" and absent and any((directory / n).is_file() for n in ("pwt110.csv", "pwt110.xlsx")):
+        absent = []
+    return f"{', '.join(absent)} not in {directory} (run `make data`, or set ACGATE_RAW_DIR)" if absent else ""
+
+
+def prep(domains: list[str], profile: str, data_dir: str) -> list[str]:
+    """Execute 01_data_prep for each real domain whose inputs are present; returns the domains prepared."""
+    root = project_root()
+    done = []
+    for domain in domains:
+        params = load_params(root / "params" / f"{domain}.yaml", root / profile if profile else None)
+        if params.data is None:
+            continue
+        why = missing_inputs(params, root)
+        if why:
+            print(f"prep {domain}: skipped, {why}", flush=True)
+            continue
+        start = time.perf_counter()
+        output = root / data_dir / "processed" / domain / "01_data_prep.ipynb"
+        execute_notebook(root / "notebooks" / "01_data_prep.py", output,
+                         {"domain": domain, "profile_file": profile, "data_dir": data_dir}, root / "notebooks")
+        report = pd.read_csv(output.parent / "entities.csv")
+        print(f"prep {domain}: {int(report.kept.sum())} of {len(report)} entities kept "
+              f"({time.perf_counter() - start:.0f} s)", flush=True)
+        done.append(domain)
+    return done
 
 
 def pending(params: Params, seed: int, runs_root: Path) -> list[str]:
@@ -138,8 +185,9 @@ def collect(runs_root: Path, domain: str) -> pd.DataFrame:
         m = json.loads(metrics.read_text())
         row = {"domain": domain, "seed": int(metrics.parent.parent.name[4:]), "method": metrics.parent.name,
                "test_mse": m["test"]["mse"], "test_r2_by_time": m["test"]["r2_by_time"],
-               "kstar_sd": m["lags"]["kstar_sd"], "epochs_run": m["epochs_run"], "best_epoch": m["best_epoch"],
-               "seconds": m["seconds"]}
+               "test_r2_pooled": m["test"]["r2_pooled"], "kstar_sd": m["lags"]["kstar_sd"],
+               "omega_entropy": m["lags"]["omega_entropy"], "gate_sensitivity": m["lags"]["gate_sensitivity"],
+               "epochs_run": m["epochs_run"], "best_epoch": m["best_epoch"], "seconds": m["seconds"]}
         for truth, l3 in m.get("l3", {}).items():
             row[f"mae_{truth}"], row[f"spearman_{truth}"] = l3["mae"], l3["spearman"]
         rows.append(row)
@@ -153,15 +201,15 @@ def paper_numbers() -> dict:
 def _mean_sd(values: pd.Series) -> str:
     values = values.dropna()
     if values.empty:
-        return "undefined (k* constant)"
+        return "undefined (k* or truth constant)"
     return f"{values.mean():.3f} ({values.std(ddof=1) if len(values) > 1 else 0.0:.3f})"
 
 
 def recovery_table(runs_root: Path, domains: list[str]) -> pd.DataFrame:
-    """L0/L3 summary per domain and method, mean (sd) over seeds, with the paper's figures beside ours."""
+    """L0/L3 summary per synthetic domain and method, mean (sd) over seeds, with the paper's figures beside ours."""
     paper = paper_numbers()["synthetic"]
     rows = []
-    for domain in domains:
+    for domain in (d for d in domains if d.startswith("synthetic")):
         runs = collect(runs_root, domain)
         if runs.empty:
             print(f"table: no finished runs for {domain} under {runs_root}", file=sys.stderr)
@@ -169,6 +217,8 @@ def recovery_table(runs_root: Path, domains: list[str]) -> pd.DataFrame:
         scenario = domain.removeprefix("synthetic_")
         for method, g in runs.groupby("method", sort=False):
             ref = paper.get(scenario, {}).get(method, {})
+            if "spearman_lag_centre" not in g:
+                continue
             rows.append({
                 "domain": domain, "method": method, "seeds": len(g),
                 "test MSE": _mean_sd(g.test_mse), "paper task loss": ref.get("task_loss", ""),
@@ -182,32 +232,96 @@ def recovery_table(runs_root: Path, domains: list[str]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def real_table(runs_root: Path, domains: list[str]) -> pd.DataFrame:
+    """The paper's compact summary of the real domains: test R2 (per time and pooled), sd of k* (L1), omega
+    entropy and gate sensitivity, mean (sd) over seeds, with the paper's R2 and k* sd beside ours."""
+    paper = paper_numbers().get("real", {})
+    rows = []
+    for domain in (d for d in domains if not d.startswith("synthetic")):
+        runs = collect(runs_root, domain)
+        for method, g in (runs.groupby("method", sort=False) if not runs.empty else []):
+            ref = paper.get(domain, {}).get(method, {})
+            rows.append({"domain": domain, "method": method, "seeds": len(g),
+                         "test R2 (by time)": _mean_sd(g.test_r2_by_time), "paper test R2": ref.get("test_r2", ""),
+                         "test R2 (pooled)": _mean_sd(g.test_r2_pooled), "k* sd": _mean_sd(g.kstar_sd),
+                         "paper k* sd": ref.get("kstar_sd", ""), "omega entropy": _mean_sd(g.omega_entropy),
+                         "gate sensitivity": _mean_sd(g.gate_sensitivity)})
+    return pd.DataFrame(rows)
+
+
+def l2_table(runs_root: Path, domains: list[str]) -> pd.DataFrame:
+    """The L2 summaries of the audited real domains, every method and stratifier."""
+    frames = []
+    for domain in (d for d in domains if not d.startswith("synthetic")):
+        path = runs_root / domain / "audit" / "l2_summary.csv"
+        if path.is_file():
+            frames.append(pd.read_csv(path).assign(domain=domain))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def shuffle_table(runs_root: Path, domains: list[str]) -> pd.DataFrame:
+    """Each audited real domain next to its audited proxy-shuffle twin."""
+    frames = []
+    for domain in domains:
+        twin = f"{domain}_proxy_shuffle"
+        if twin in domains and all((runs_root / d / "audit" / "verdicts.json").is_file() for d in (domain, twin)):
+            frames.append(audit_lib.proxy_shuffle_comparison(audit_lib.read_audit(runs_root / domain / "audit"),
+                                                             audit_lib.read_audit(runs_root / twin / "audit")))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
 def table(domains: list[str], runs_dir: str, tables_dir: str) -> None:
     root = project_root()
     out = root / tables_dir
-    for name, frame in (("synthetic_recovery", recovery_table(root / runs_dir, domains)),
-                        ("verdict_matrix", verdict_table(root / runs_dir, domains))):
+    runs_root = root / runs_dir
+    for name, frame in (("synthetic_recovery", recovery_table(runs_root, domains)),
+                        ("real_summary", real_table(runs_root, domains)), ("l2_summary", l2_table(runs_root, domains)),
+                        ("proxy_shuffle", shuffle_table(runs_root, domains)),
+                        ("verdict_matrix", verdict_table(runs_root, domains))):
+        if frame.empty:
+            continue
         atomic_write(out / f"{name}.csv", lambda f, frame=frame: frame.to_csv(f, index=False))
         atomic_write(out / f"{name}.md", lambda f, frame=frame: f.write(frame.to_markdown(index=False) + "\n"))
         print(f"\n{out / name}.md\n{frame.to_markdown(index=False)}")
 
 
+def paper(args: argparse.Namespace) -> None:
+    """The main job: prepare the real domains whose inputs are present, train every available domain, audit each,
+    and write the tables; domains without inputs are skipped with the reason."""
+    root = project_root()
+    real = [d for d in args.domains if load_params(root / "params" / f"{d}.yaml").data is not None]
+    prepared = prep(real, args.profile, args.data_dir)
+    domains = [d for d in args.domains if d not in real or d in prepared]
+    run(domains, args.seeds, args.jobs, args.profile, args.runs_dir, args.data_dir)
+    audit(domains, args.profile, args.runs_dir, args.data_dir)
+    table(domains, args.runs_dir, args.tables_dir)
+    skipped = [d for d in args.domains if d not in domains]
+    if skipped:
+        print(f"\nskipped (inputs absent): {', '.join(skipped)}", flush=True)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m acgate.suite", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    for name in ("run", "audit", "table"):
+    for name in ("paper", "prep", "run", "audit", "table"):
         p = sub.add_parser(name)
-        p.add_argument("--domains", nargs="+", default=list(SYNTHETIC_DOMAINS), help="params/<domain>.yaml to use")
+        p.add_argument("--domains", nargs="+", default=list(PAPER_DOMAINS), help="params/<domain>.yaml to use")
         p.add_argument("--runs-dir", default="runs", help="run artifacts root, relative to the project root")
-    for name in ("run", "audit"):
-        sub.choices[name].add_argument("--profile", default="", help="overlay profile, e.g. params/smoke.yaml")
-        sub.choices[name].add_argument("--data-dir", default="data", help="data root, relative to the project root")
-    run_p = sub.choices["run"]
-    run_p.add_argument("--seeds", type=int, default=None, help="seeds 0..N-1 (default: the params file's n_seeds)")
-    run_p.add_argument("--jobs", type=int, default=max(1, os.cpu_count() or 1), help="parallel notebook runs")
-    sub.choices["table"].add_argument("--tables-dir", default="tables", help="where the summary tables are written")
+        p.add_argument("--profile", default="", help="overlay profile, e.g. params/smoke.yaml")
+        p.add_argument("--data-dir", default="data", help="data root, relative to the project root")
+    for name in ("paper", "run"):
+        sub.choices[name].add_argument("--seeds", type=int, default=None,
+                                       help="seeds 0..N-1 (default: the params file's n_seeds)")
+        sub.choices[name].add_argument("--jobs", type=int, default=max(1, os.cpu_count() or 1),
+                                       help="parallel notebook runs")
+    for name in ("paper", "table"):
+        sub.choices[name].add_argument("--tables-dir", default="tables", help="where the summary tables are written")
     args = parser.parse_args(argv)
-    if args.command == "run":
+    if args.command == "paper":
+        paper(args)
+    elif args.command == "prep":
+        prep(args.domains, args.profile, args.data_dir)
+    elif args.command == "run":
         run(args.domains, args.seeds, args.jobs, args.profile, args.runs_dir, args.data_dir)
     elif args.command == "audit":
         audit(args.domains, args.profile, args.runs_dir, args.data_dir)

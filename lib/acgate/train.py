@@ -213,6 +213,6 @@ def run_method(panel: Panel, params: Params, method: str, seed: int, runs_root: 
     atomic_write(out / "history.csv", lambda f: result.history.to_csv(f, index=False))
     atomic_write(out / "model.pt", lambda f: torch.save(result.model.state_dict(), f), binary=True)
     write_json(out / "manifest.json", manifest(params.to_dict(), seed, result.device, method=method,
-                                               wall_seconds=round(result.seconds, 3)))
+                                               wall_seconds=round(result.seconds, 3), panel=panel.meta))
     write_json(out / "metrics.json", metrics)
     return metrics

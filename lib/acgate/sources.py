@@ -1,0 +1,263 @@
+"""Real-data readers, downloaders and domain loaders.
+
+Every loader returns a **long frame**: one row per (entity, time) with the columns a domain's params name
+(target, sequential features, and the raw columns that proxies, static features and stratifiers summarise).
+``acgate.prep`` turns a long frame into a cleaned ``Panel``.
+
+The official input files are read from the raw-data directory: ``$ACGATE_RAW_DIR`` when set, else
+``data/raw/`` in the project. Tests and CI point ``ACGATE_RAW_DIR`` at a folder holding the four files under
+their official names; ``python -m acgate.sources download`` (``make data``) fetches them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import urllib.request
+import zipfile
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from acgate.runs import atomic_write, write_json
+
+# Official sources (DESIGN section 9): PWT 11.0 as the zip of its DataverseNL dataset (DOI 10.34894/FABVLR,
+# Dataverse access API), from which pwt110.dta is extracted; the WGI workbook of the World Bank; OWID's files from
+# its public GitHub repositories. These addresses could not be checked from the machines this was built on (no
+# internet); `python -m acgate.sources download NAME --url URL` fetches from another address.
+OFFICIAL_URLS = {
+    "pwt110.dta": "https://dataverse.nl/api/access/dataset/:persistentId/?persistentId=doi:10.34894/FABVLR",
+    "wgidataset.xlsx": "https://www.worldbank.org/content/dam/sites/govindicators/doc/wgidataset.xlsx",
+    "owid-co2-data.csv": "https://raw.githubusercontent.com/owid/co2-data/master/owid-co2-data.csv",
+    "owid-energy-data.csv": "https://raw.githubusercontent.com/owid/energy-data/master/owid-energy-data.csv",
+}
+
+
+class SourceError(ValueError):
+    """An input file is missing or malformed; the message names the file, column and entity."""
+
+
+def raw_dir(root: Path) -> Path:
+    """Where the official input files are read from: ``$ACGATE_RAW_DIR`` or ``<root>/data/raw``."""
+    return Path(os.environ["ACGATE_RAW_DIR"]) if os.environ.get("ACGATE_RAW_DIR") else Path(root) / "data" / "raw"
+
+
+def _input(directory: Path, name: str) -> Path:
+    path = Path(directory) / name
+    if not path.is_file():
+        raise SourceError(f"input file not found: {path}. Run `make data` to download the official file, or set "
+                          f"ACGATE_RAW_DIR to a folder that holds {name}")
+    return path
+
+
+def require_columns(frame: pd.DataFrame, columns: list[str], source: str) -> None:
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise SourceError(f"{source}: missing column(s) {', '.join(missing)}; "
+                          f"found {', '.join(map(str, frame.columns[:20]))}{' ...' if frame.shape[1] > 20 else ''}")
+
+
+# --- readers of the official files
+
+
+def read_pwt(directory: Path) -> pd.DataFrame:
+    """Penn World Table 11.0 from ``pwt110.dta`` (or its ``pwt110.csv`` / ``pwt110.xlsx`` forms)."""
+    for name, reader in (("pwt110.dta", pd.read_stata), ("pwt110.csv", pd.read_csv),
+                         ("pwt110.xlsx", lambda p: pd.read_excel(p, sheet_name="Data"))):
+        if (Path(directory) / name).is_file():
+            frame = reader(Path(directory) / name)
+            require_columns(frame, ["countrycode", "year", "ctfp", "ck", "rgdpna", "rnna", "hc", "emp", "avh"],
+                            str(Path(directory) / name))
+            return frame
+    _input(directory, "pwt110.dta")
+    raise AssertionError("unreachable")
+
+
+def read_wgi(directory: Path) -> pd.DataFrame:
+    """Worldwide Governance Indicators, long format (code, year, indicator, estimate); '..' read as missing."""
+    path = _input(directory, "wgidataset.xlsx")
+    frame = pd.read_excel(path)
+    require_columns(frame, ["code", "year", "indicator", "estimate"], str(path))
+    frame["estimate"] = pd.to_numeric(frame.estimate.replace("..", np.nan), errors="coerce")
+    return frame
+
+
+def read_owid_co2(directory: Path) -> pd.DataFrame:
+    path = _input(directory, "owid-co2-data.csv")
+    columns = ["iso_code", "country", "year", "population", "gdp", "co2_per_unit_energy"]
+    frame = pd.read_csv(path, usecols=lambda c: c in columns)
+    require_columns(frame, columns, str(path))
+    return frame
+
+
+def read_owid_energy(directory: Path) -> pd.DataFrame:
+    path = _input(directory, "owid-energy-data.csv")
+    columns = ["iso_code", "country", "year", "renewables_share_energy"]
+    frame = pd.read_csv(path, usecols=lambda c: c in columns)
+    require_columns(frame, columns, str(path))
+    return frame
+
+
+# --- domain loaders: official files -> long frame (entity, time, named columns)
+
+
+def _log_positive(values: pd.Series) -> pd.Series:
+    """log of positive values; zero or negative values become missing (positivity rule)."""
+    return np.log(values.where(values > 0))
+
+
+def load_pwt(directory: Path) -> pd.DataFrame:
+    """Economics (PWT 11.0): target ctfp; sequential features capital-output ratio ck/rgdpna and the growth of
+    rgdpna and ck; raw columns for the proxies, static features and stratifiers. Rows where ck or rgdpna is not
+    positive are missing (the paper's cleaning rule)."""
+    pwt = read_pwt(directory).rename(columns={"countrycode": "entity", "year": "time"})
+    pwt = pwt.sort_values(["entity", "time"])
+    positive = (pwt.ck > 0) & (pwt.rgdpna > 0)
+    for column in ("ck", "rgdpna"):
+        pwt[column] = pwt[column].where(positive)
+    by_entity = pwt.groupby("entity")
+    return pd.DataFrame({
+        "entity": pwt.entity.astype(str), "time": pwt.time.astype(int), "ctfp": pwt.ctfp,
+        "capital_output": pwt.ck / pwt.rgdpna,
+        "gdp_growth": by_entity.rgdpna.transform(lambda s: np.log(s).diff()),
+        "capital_growth": by_entity.ck.transform(lambda s: np.log(s).diff()),
+        "log_emp_hours": _log_positive(pwt.emp * pwt.avh), "log_emp": _log_positive(pwt.emp), "hc": pwt.hc,
+        "log_rgdpna": _log_positive(pwt.rgdpna), "log_ck": _log_positive(pwt.ck),
+        "log_gdp_per_worker": _log_positive(pwt.rgdpna / pwt.emp),
+        "log_capital_per_worker": _log_positive(pwt.rnna / pwt.emp),
+    })
+
+
+def load_owid_wgi(directory: Path) -> pd.DataFrame:
+    """Energy (OWID + WGI): target co2_per_unit_energy (OWID CO2 data, kg CO2 per kWh of primary energy), input
+    renewables_share_energy (OWID energy data), WGI estimates ge/rq/rl, and log GDP per capita. Countries only
+    (ISO3 codes; OWID aggregates dropped); population and GDP must be positive (else missing)."""
+    co2 = read_owid_co2(directory)
+    energy = read_owid_energy(directory)
+    countries = co2.iso_code.str.fullmatch(r"[A-Z]{3}", na=False)
+    frame = co2[countries].merge(energy[["iso_code", "year", "renewables_share_energy"]], on=["iso_code", "year"],
+                                 how="left")
+    wgi = read_wgi(directory)
+    wide = wgi[wgi.indicator.isin(["ge", "rq", "rl"])].pivot_table(index=["code", "year"], columns="indicator",
+                                                                   values="estimate", aggfunc="first")
+    frame = frame.merge(wide.reset_index().rename(columns={"code": "iso_code"}), on=["iso_code", "year"], how="left")
+    per_capita = frame.gdp.where(frame.gdp > 0) / frame.population.where(frame.population > 0)
+    return pd.DataFrame({
+        "entity": frame.iso_code.astype(str), "time": frame.year.astype(int),
+        "co2_per_unit_energy": frame.co2_per_unit_energy, "renewables_share_energy": frame.renewables_share_energy,
+        "ge": frame.get("ge"), "rq": frame.get("rq"), "rl": frame.get("rl"),
+        "log_gdp_per_capita": np.log(per_capita),
+    }).sort_values(["entity", "time"])
+
+
+def load_csv(path: Path, entity_column: str, time_column: str) -> pd.DataFrame:
+    """A user's long CSV: one row per entity and time; the entity and time columns are renamed."""
+    path = Path(path)
+    if not path.is_file():
+        raise SourceError(f"panel CSV not found: {path}")
+    frame = pd.read_csv(path)
+    require_columns(frame, [entity_column, time_column], str(path))
+    times = pd.to_numeric(frame[time_column], errors="coerce")
+    if times.isna().any() or (times != times.round()).any():
+        bad = frame.loc[times.isna() | (times != times.round()), time_column].iloc[0]
+        raise SourceError(f"{path}: column '{time_column}' must hold whole numbers (years or steps); found {bad!r}")
+    frame = frame.rename(columns={entity_column: "entity", time_column: "time"})
+    frame["entity"] = frame.entity.astype(str)
+    frame["time"] = times.astype(int)
+    return frame
+
+
+LOADER_FILES = {"pwt": ["pwt110.dta"], "owid_wgi": ["owid-co2-data.csv", "owid-energy-data.csv", "wgidataset.xlsx"]}
+
+
+def sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def input_files(params, root: Path) -> list[dict]:
+    """The input files a domain's loader reads, with size and sha256, for the data manifest."""
+    data = params.data
+    if data.loader == "csv":
+        paths = [Path(root) / data.csv_file]
+    else:
+        paths = [raw_dir(root) / name for name in LOADER_FILES[data.loader]]
+        if data.loader == "pwt" and not paths[0].is_file():
+            paths = [p for p in (raw_dir(root) / n for n in ("pwt110.csv", "pwt110.xlsx")) if p.is_file()][:1]
+    return [{"file": str(p), "bytes": p.stat().st_size, "sha256": sha256(p)} for p in paths if p.is_file()]
+
+
+# --- downloads
+
+
+def download(url: str, target: Path, timeout: float = 120.0) -> dict:
+    """Fetch ``url`` into ``target`` atomically and record its provenance in ``<target>.source.json``.
+
+    When the server sends a zip archive that is not itself the target (the PWT dataset bundle), the member named
+    like the target is extracted. A failed or truncated transfer (fewer bytes than the server announced) raises
+    and leaves no file behind.
+    """
+    target = Path(target)
+    digest, size = hashlib.sha256(), 0  # of the file as saved (the extracted member for an archive)
+    fetched = target.with_name(target.name + ".download")
+    with urllib.request.urlopen(url, timeout=timeout) as response:
+        expected = response.headers.get("Content-Length")
+
+        def write(f) -> None:
+            nonlocal size
+            while chunk := response.read(1 << 20):
+                digest.update(chunk)
+                size += len(chunk)
+                f.write(chunk)
+            if expected is not None and size != int(expected):
+                raise OSError(f"download of {url} truncated: {size} of {expected} bytes")
+
+        atomic_write(fetched, write, binary=True)
+    try:
+        if zipfile.is_zipfile(fetched) and target.suffix != ".zip":
+            with zipfile.ZipFile(fetched) as archive:
+                members = [m for m in archive.namelist() if Path(m).name == target.name]
+                if not members:
+                    raise SourceError(f"{url}: the archive has no {target.name} (it has {archive.namelist()[:10]})")
+                data = archive.read(members[0])
+            digest, size = hashlib.sha256(data), len(data)
+            atomic_write(target, lambda f: f.write(data), binary=True)
+            fetched.unlink()
+        else:
+            os.replace(fetched, target)
+    finally:
+        fetched.unlink(missing_ok=True)
+    record = {"url": url, "file": target.name, "bytes": size, "sha256": digest.hexdigest(),
+              "downloaded_utc": datetime.now(UTC).isoformat(timespec="seconds")}
+    write_json(target.with_name(target.name + ".source.json"), record)
+    return record
+
+
+def main(argv: list[str] | None = None) -> None:
+    from acgate.notebook import project_root
+
+    parser = argparse.ArgumentParser(prog="python -m acgate.sources",
+                                     description="Download the official input files into the raw-data directory.")
+    parser.add_argument("command", choices=["download"])
+    parser.add_argument("names", nargs="*", default=list(OFFICIAL_URLS), help="files to fetch (default: all four)")
+    parser.add_argument("--raw-dir", default=None, help="target folder (default: $ACGATE_RAW_DIR or data/raw)")
+    parser.add_argument("--url", default=None, help="fetch the one named file from this address instead")
+    args = parser.parse_args(argv)
+    directory = Path(args.raw_dir) if args.raw_dir else raw_dir(project_root())
+    for name in args.names:
+        if name not in OFFICIAL_URLS:
+            raise SystemExit(f"unknown file '{name}'; choose from {', '.join(OFFICIAL_URLS)}")
+        url = args.url if args.url and len(args.names) == 1 else OFFICIAL_URLS[name]
+        print(f"downloading {name} from {url} ...", flush=True)
+        record = download(url, directory / name)
+        print(f"  {record['bytes']:,} bytes, sha256 {record['sha256']}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

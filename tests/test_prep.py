@@ -1,0 +1,140 @@
+"""Cleaning rules on small hand-made long frames, the proxy-shuffle control, and the real domains' entity counts."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from acgate import prep
+from acgate.config import ParamsError, load_params, params_from_dict
+from tests.conftest import ROOT
+from tests.test_sources import SHARED, needs_data
+
+YEARS = list(range(2000, 2012))  # train 2000-2007, val 2008-2009, test 2010-2011
+
+
+def params(model=None, **data):
+    spec = {"domain": "toy", "n_seeds": 1,
+            "data": {"loader": "csv", "csv_file": "toy.csv", "first_time": 2000, "last_time": 2011, "target": "y",
+                     "features": ["x"], "proxies": ["mean:p"], "static": [], "stratifiers": ["mean:s"],
+                     "max_missing_share": 0.15, "strict": True, **data},
+            "split": {"val_start": 2008, "test_start": 2010}, "model": {"max_lag": 3, **(model or {})}}
+    return params_from_dict(spec, "toy.yaml")
+
+
+def frame(n=8, seed=0):
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i in range(n):
+        for t in YEARS:
+            rows.append({"entity": f"e{i}", "time": t, "y": rng.normal(), "x": rng.normal(), "p": i + rng.normal(0, .1),
+                         "s": rng.normal(), "c": 10.0 * i})
+    return pd.DataFrame(rows)
+
+
+def test_interpolation_only_between_observed_values_and_targets_never_filled():
+    f = frame()
+    f.loc[(f.entity == "e0") & (f.time == 2003), ["x", "y"]] = np.nan  # an inside gap
+    f.loc[(f.entity == "e1") & (f.time == 2000), "x"] = np.nan  # a gap at the start: not extrapolated
+    f.loc[(f.entity == "e2") & f.time.isin([2004, 2005]), "y"] = np.nan
+    out = prep.prepare(f, params(max_missing_share=0.2), "toy.csv")
+    x0 = f[f.entity == "e0"].set_index("time").x
+    assert out.panel.X[0, 3, 0] == pytest.approx((x0[2002] + x0[2004]) / 2)
+    assert np.isnan(out.panel.Y[0, 3])  # the target stays missing
+    report = out.report.set_index("entity")
+    assert not report.loc["e1", "kept"] and "missing at the start or end" in report.loc["e1", "reason"]
+    assert report.loc["e2", "kept"] and np.isnan(out.panel.Y[list(out.panel.entities).index("e2"), 4:6]).all()
+
+
+def test_missing_share_rule():
+    f = frame()
+    f.loc[(f.entity == "e3") & f.time.isin([2001, 2002]), "y"] = np.nan  # 2 of 12 years: 0.17 > 0.15
+    report = prep.prepare(f, params(), "toy.csv").report.set_index("entity")
+    assert not report.loc["e3", "kept"] and report.loc["e3", "reason"].startswith("missing share 0.17 > 0.15")
+
+
+def test_summaries_use_the_training_window_only():
+    f = frame()
+    p = params(proxies=["mean:p", "trend:p", "first:p", "last:p", "c"])
+    base = prep.prepare(f, p, "toy.csv").panel
+    f2 = f.copy()
+    f2.loc[f2.time >= 2008, ["p", "s"]] += 1000.0  # later history must not matter
+    later = prep.prepare(f2, p, "toy.csv").panel
+    np.testing.assert_array_equal(base.P, later.P)
+    pd.testing.assert_frame_equal(base.stratifiers, later.stratifiers)
+    e0 = f[(f.entity == "e0") & (f.time < 2008)].set_index("time").p
+    slope = np.polyfit(e0.index.to_numpy(float), e0.to_numpy(), 1)[0]
+    np.testing.assert_allclose(base.P[0], [e0.mean(), slope, e0.iloc[0], e0.iloc[-1], 0.0], rtol=1e-5)
+    assert base.proxy_names == ["mean_p", "trend_p", "first_p", "last_p", "c"]
+
+
+def test_bad_input_stops_early_with_file_column_and_entity():
+    f = frame()
+    with pytest.raises(prep.PrepError, match=r"toy.csv: 1 duplicated|toy.csv: 2 duplicated.*entity 'e0' at time 2000"):
+        prep.prepare(pd.concat([f, f.iloc[:1]]), params(), "toy.csv")
+    bad = f.astype({"x": object})
+    bad.loc[5, "x"] = "n/a"
+    with pytest.raises(prep.PrepError, match=r"column 'x' has a non-numeric value 'n/a' for entity 'e0' at time 2005"):
+        prep.prepare(bad, params(), "toy.csv")
+    with pytest.raises(Exception, match=r"toy.csv: missing column\(s\) s"):
+        prep.prepare(f.drop(columns="s"), params(), "toy.csv")
+    empty = f.copy()
+    empty.loc[empty.entity == "e4", "y"] = np.nan
+    with pytest.raises(prep.PrepError, match=r"entity 'e4': target y never observed"):
+        prep.prepare(empty, params(), "toy.csv")
+    assert not prep.prepare(empty, params(strict=False), "toy.csv").report.set_index("entity").loc["e4", "kept"]
+    with pytest.raises(prep.PrepError, match=r"first_time..last_time = 2000..2015 is outside the data's time range"):
+        prep.prepare(f, params(last_time=2015), "toy.csv")
+    with pytest.raises(prep.PrepError, match=r"'c' .* varies within entity 'e0'"):
+        prep.prepare(f.assign(c=np.arange(len(f), dtype=float)), params(proxies=["c"]), "toy.csv")
+    with pytest.raises(prep.PrepError, match=r"only 4 entities survive cleaning; .* needs at least 5"):
+        prep.prepare(frame(n=4), params(), "toy.csv")
+    with pytest.raises(ParamsError, match=r"toy.yaml: model.max_lag = 8 is too long .* 2000..2007"):
+        params(model={"max_lag": 8})
+    with pytest.raises(ParamsError, match=r"toy.yaml: data.target is required"):
+        params_from_dict({"domain": "toy", "data": {"loader": "csv", "csv_file": "x.csv", "first_time": 2000,
+                                                    "last_time": 2011, "features": ["x"], "proxies": ["p"]},
+                          "split": {"val_start": 2008, "test_start": 2010}}, "toy.yaml")
+    with pytest.raises(ParamsError, match=r"exactly one of the sections 'synthetic' .* or 'data'"):
+        params_from_dict({"domain": "toy"}, "toy.yaml")
+
+
+def test_min_entities_for_a_permutation_test():
+    assert prep.min_entities(0.05) == 5  # 2/4! = 0.083, 2/5! = 0.017
+    assert prep.min_entities(0.001) == 7
+
+
+def test_proxy_shuffle_is_a_seeded_non_identity_permutation():
+    panel = prep.prepare(frame(n=6), params(), "toy.csv").panel
+    original = panel.P.copy()
+    permutations = set()
+    for seed in range(20):
+        panel.P = original.copy()
+        perm = prep.shuffle_proxies(panel, seed)
+        assert not np.array_equal(perm, np.arange(6))
+        np.testing.assert_array_equal(panel.P, original[perm])
+        permutations.add(tuple(perm))
+    assert len(permutations) > 10
+    panel.P = original.copy()
+    first = prep.shuffle_proxies(panel, 3)
+    panel.P = original.copy()
+    np.testing.assert_array_equal(prep.shuffle_proxies(panel, 3), first)  # same seed, same permutation
+
+
+def test_shuffle_domains_extend_their_base():
+    base = load_params(ROOT / "params" / "energy.yaml")
+    twin = load_params(ROOT / "params" / "energy_proxy_shuffle.yaml")
+    assert twin.domain == "energy_proxy_shuffle" and twin.data.proxy_shuffle and not base.data.proxy_shuffle
+    assert twin.model == base.model and twin.split == base.split and twin.data.proxies == base.data.proxies
+
+
+@needs_data
+@pytest.mark.parametrize("domain, kept", [("economics", 88), ("energy", 78)])
+def test_real_domains_keep_the_papers_entity_counts(domain, kept, monkeypatch):
+    monkeypatch.setenv("ACGATE_RAW_DIR", str(SHARED))
+    p = load_params(ROOT / "params" / f"{domain}.yaml")
+    long, source = prep.load_long(p, ROOT)
+    out = prep.prepare(long, p, source)
+    assert out.panel.n_entities == kept
+    assert len(out.panel.times) == {"economics": 44, "energy": 28}[domain]
+    assert not out.report.kept.all() and (out.report.reason != "").all()
+    assert np.isfinite(out.panel.X).all() and np.isfinite(out.panel.P).all()

@@ -1,0 +1,123 @@
+"""Readers on the real files in ../shared/data (skipped when absent) and the downloaders against a local HTTP
+server on 127.0.0.1."""
+
+import hashlib
+import http.server
+import io
+import json
+import threading
+import zipfile
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from acgate import sources
+from tests.conftest import ROOT
+
+SHARED = ROOT.parent / "shared" / "data"
+needs_data = pytest.mark.skipif(not (SHARED / "pwt110.dta").is_file(),
+                                reason=f"real input files not found in {SHARED} (see ../shared/data/README.md)")
+
+
+@needs_data
+def test_pwt_reader_and_economics_loader():
+    frame = sources.load_pwt(SHARED)
+    row = frame[(frame.entity == "AGO") & (frame.time == 1980)].iloc[0]
+    assert row.ctfp == pytest.approx(0.470326393842697)  # the value the data README records
+    assert {"capital_output", "gdp_growth", "capital_growth", "log_emp_hours", "hc"} <= set(frame.columns)
+    usa = frame[frame.entity == "USA"].set_index("time")
+    raw = pd.read_stata(SHARED / "pwt110.dta").query("countrycode == 'USA'").set_index("year")
+    assert usa.gdp_growth.loc[2000] == pytest.approx(np.log(raw.rgdpna.loc[2000] / raw.rgdpna.loc[1999]))
+    assert usa.capital_output.loc[2000] == pytest.approx(raw.ck.loc[2000] / raw.rgdpna.loc[2000])
+
+
+@needs_data
+def test_energy_loader_joins_owid_and_wgi():
+    frame = sources.load_owid_wgi(SHARED)
+    assert frame.entity.str.fullmatch(r"[A-Z]{3}").all()  # OWID aggregates dropped
+    wgi = pd.read_csv(SHARED / "extra" / "wgidataset_fullprecision.csv")
+    ref = wgi.query("code == 'AFG' and year == 1996 and indicator == 'ge'").estimate.iloc[0]
+    got = frame.query("entity == 'AFG' and time == 1996")["ge"].iloc[0]
+    assert got == pytest.approx(ref)  # -2.175 in the 2024 release, per the data README
+    assert frame.query("entity == 'AFG' and time == 1997")["ge"].isna().all()  # WGI were biennial before 2002
+    merged = pd.read_csv(SHARED / "extra" / "reference_energy_wgi_merged.csv")
+    both = frame.merge(merged, left_on=["entity", "time"], right_on=["entity_code", "year"])
+    both = both.dropna(subset=["renewables_share_energy_x", "renewables_share_energy_y"])
+    assert len(both) > 2000
+    np.testing.assert_allclose(both.renewables_share_energy_x, both.renewables_share_energy_y)
+
+
+def test_missing_file_and_missing_column_are_named(tmp_path):
+    with pytest.raises(sources.SourceError, match=r"input file not found: .*owid-co2-data.csv.*make data"):
+        sources.read_owid_co2(tmp_path)
+    pd.DataFrame({"iso_code": ["AAA"], "year": [2000], "population": [1.0]}).to_csv(
+        tmp_path / "owid-co2-data.csv", index=False)
+    with pytest.raises(sources.SourceError, match=r"owid-co2-data.csv: missing column\(s\) country, gdp, "
+                                                  r"co2_per_unit_energy"):
+        sources.read_owid_co2(tmp_path)
+
+
+# --- downloads
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    files: dict = {}
+
+    def do_GET(self):  # noqa: N802 (http.server's naming)
+        body, announced = self.files.get(self.path, (None, None))
+        if body is None:
+            self.send_error(404)
+            return
+        self.send_response(200)
+        self.send_header("Content-Length", str(announced))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def server():
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+
+
+def leftovers(directory):
+    return sorted(p.name for p in directory.iterdir())
+
+
+def test_download_records_url_and_checksum(server, tmp_path):
+    body = b"country,year\n" + b"AAA,2000\n" * 1000
+    Handler.files["/ok.csv"] = (body, len(body))
+    record = sources.download(f"{server}/ok.csv", tmp_path / "owid-co2-data.csv")
+    assert (tmp_path / "owid-co2-data.csv").read_bytes() == body
+    assert record["sha256"] == hashlib.sha256(body).hexdigest() and record["bytes"] == len(body)
+    saved = json.loads((tmp_path / "owid-co2-data.csv.source.json").read_text())
+    assert saved["url"] == f"{server}/ok.csv" and saved["sha256"] == record["sha256"] and saved["downloaded_utc"]
+    assert leftovers(tmp_path) == ["owid-co2-data.csv", "owid-co2-data.csv.source.json"]
+
+
+def test_truncated_or_failed_download_leaves_no_file(server, tmp_path):
+    Handler.files["/short.csv"] = (b"abc", 1000)  # announces more than it sends
+    with pytest.raises(Exception):  # noqa: B017 (urllib raises IncompleteRead, or our own OSError)
+        sources.download(f"{server}/short.csv", tmp_path / "owid-energy-data.csv")
+    with pytest.raises(Exception):  # noqa: B017
+        sources.download(f"{server}/absent.csv", tmp_path / "owid-energy-data.csv")
+    assert leftovers(tmp_path) == []
+
+
+def test_download_extracts_the_member_of_a_dataset_archive(server, tmp_path):
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("readme.txt", "PWT")
+        archive.writestr("data/pwt110.dta", b"stata bytes")
+    Handler.files["/bundle"] = (buffer.getvalue(), len(buffer.getvalue()))
+    record = sources.download(f"{server}/bundle", tmp_path / "pwt110.dta")
+    assert (tmp_path / "pwt110.dta").read_bytes() == b"stata bytes"
+    assert record["sha256"] == hashlib.sha256(b"stata bytes").hexdigest()
+    assert leftovers(tmp_path) == ["pwt110.dta", "pwt110.dta.source.json"]
