@@ -71,7 +71,8 @@ prepared.report[~prepared.report.kept].head(40)
 
 # %% [markdown]
 # ## Coverage by year
-# Share of kept entities whose target and features are observed in each year, before interpolation.
+# Share of entities whose target and every feature are observed in each year, before interpolation: all entities
+# in the source, and the entities kept.
 
 # %%
 fig, ax = plt.subplots(figsize=(7, 3))
@@ -79,7 +80,7 @@ prepared.coverage.plot(ax=ax)
 for start, label in ((panel.val_start, "validation"), (panel.test_start, "test")):
     ax.axvline(start - 0.5, color="k", ls="--", lw=0.8)
     ax.text(start, ax.get_ylim()[0], f" {label}", va="bottom", fontsize=8)
-ax.set(xlabel="year", ylabel="share observed", title=f"{params.domain}: coverage of kept entities")
+ax.set(xlabel="year", ylabel="share observed", ylim=(0, 1.05), title=f"{params.domain}: coverage")
 ax.legend(fontsize=8)
 plt.show()
 

@@ -69,13 +69,14 @@ pd.DataFrame(result.verdicts).T[["verdict", "evidence", "rule"]]
 
 # %% [markdown]
 # ## L0 and L1: forecasts and the spread of k*, mean (sd) over seeds
+# `persistence` (y_hat_t = y_{t-1}) is the floor any forecasting claim must be read against.
 
 # %%
 def mean_sd(values: pd.Series) -> str:
     return f"{values.mean():.4f} ({values.std():.4f})"
 
 
-layers = result.l0.merge(result.l1, on=["seed", "method"])
+layers = result.l0.merge(result.l1, on=["seed", "method"], how="left")  # persistence has no k*
 layers.groupby("method", sort=False).agg(
     seeds=("seed", "nunique"), test_mse=("mse", mean_sd), test_r2_by_time=("r2_by_time", mean_sd),
     test_r2_pooled=("r2_pooled", mean_sd), kstar_sd=("kstar_sd", mean_sd),

@@ -134,7 +134,10 @@ def test_audit_of_a_recovering_model(tmp_path, params):
     assert v["L1"]["verdict"] == "supported"
     assert v["L2"]["verdict"] == "not certified" and "only circular" in v["L2"]["evidence"]
     assert v["L3"]["verdict"] == "supported"
-    assert v["L0"]["verdict"] == "supported"  # acgate has the lower test MSE on every seed
+    # the hand-built panels have Y = 0, so persistence is perfect and AC-GATE cannot clear the L0 floor
+    assert set(result.l0.method) == {"acgate", "uniform_lag", "persistence"}
+    assert (result.l0[result.l0.method == "persistence"].mse == 0).all()
+    assert v["L0"]["verdict"] == "ruled out" and "persistence" in v["L0"]["evidence"]
     # L3 numbers are the independent scipy ones
     l3 = result.l3[(result.l3.method == "acgate") & (result.l3.seed == 0)].iloc[0]
     lags = pd.read_csv(tmp_path / "runs" / "toy" / "seed00" / "acgate" / "lags.csv")
@@ -183,7 +186,8 @@ def test_incomplete_runs_folder_is_reported_and_the_rest_is_audited(tmp_path, pa
     assert "seed03/acgate: metrics.json missing" in text and "seed04/no_ac_encoder: lags.csv missing" in text
     assert "methods have different seeds" in text and "acgate: [0, 1, 2, 4, 5]" in text
     assert set(result.l0[result.l0.method == "acgate"].seed) == {0, 1, 2, 4, 5}
-    assert (result.wilcoxon.n_pairs == 4).all()  # seeds 0, 1, 2, 5
+    assert (result.wilcoxon[result.wilcoxon.method == "no_ac_encoder"].n_pairs == 4).all()  # seeds 0, 1, 2, 5
+    assert (result.wilcoxon[result.wilcoxon.method == "persistence"].n_pairs == 5).all()  # every acgate seed
 
 
 def test_missing_domain_is_a_clear_error(tmp_path, params):
@@ -207,3 +211,19 @@ def test_proxy_shuffle_comparison_and_verdict_matrix(tmp_path, params):
     assert drop > 0.6
     matrix = audit.verdict_matrix([a, b])
     assert matrix.loc["d", "L2"] == "supported" and matrix.loc["d_proxy_shuffle", "L2"] == "not certified"
+
+
+def test_persistence_hand_worked():
+    from acgate.baselines import persistence
+
+    Y = np.array([[1.0, 2.0, 4.0, np.nan, 5.0, 6.0], [0.0, 1.0, 0.0, 1.0, 0.0, 1.0]])
+    panel = Panel(entities=np.array(["a", "b"]), times=np.arange(6), X=np.zeros((2, 6, 1)), Y=Y,
+                  P=np.array([[0.0], [1.0]]), S=np.zeros((2, 0)), feature_names=["x"], proxy_names=["p"],
+                  static_names=[], val_start=3, test_start=5)
+    preds = persistence(panel, 2)  # targets t = 2..5; needs y_t and y_{t-1} observed
+    a = preds[preds.entity == "a"]
+    assert list(a.time) == [2, 5] and list(a.y_hat) == [2.0, 5.0] and list(a.y) == [4.0, 6.0]
+    assert list(preds[preds.entity == "b"].y_hat) == [1.0, 0.0, 1.0, 0.0]
+    test = preds[preds.split == "test"]
+    m = audit.persistence_l0(panel, 2)
+    assert m["mse"] == pytest.approx(np.mean((test.y - test.y_hat) ** 2)) and m["n"] == 2

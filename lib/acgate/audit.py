@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from acgate.baselines import persistence
 from acgate.config import AuditConfig, Params
 from acgate.panel import Panel
 from acgate.runs import atomic_write, write_json
@@ -135,6 +136,10 @@ class EntityInfo:
     stratifiers: pd.DataFrame  # index: entity
     proxies: pd.DataFrame  # index: entity
 
+    @classmethod
+    def from_panel(cls, panel: Panel) -> EntityInfo:
+        return cls(panel.stratifiers, pd.DataFrame(panel.P, index=panel.entities, columns=panel.proxy_names))
+
 
 def load_runs(runs_root: Path, domain: str) -> tuple[list[Run], list[str]]:
     """Every finished run of ``domain``, and a message for each incomplete one."""
@@ -162,15 +167,27 @@ def load_runs(runs_root: Path, domain: str) -> tuple[list[Run], list[str]]:
     return runs, problems
 
 
-def load_entity_info(data_root: Path, domain: str, seed: int) -> EntityInfo | None:
-    """Stratifiers and proxies of the panel a run was trained on: the per-seed synthetic panel
+def load_panel(data_root: Path, domain: str, seed: int) -> Panel | None:
+    """The panel a run was trained on (before any proxy shuffle): the per-seed synthetic panel
     (data/processed/<domain>/seed<NN>/) or the domain's panel (data/processed/<domain>/)."""
     processed = Path(data_root) / "processed" / domain
     for directory in (processed / f"seed{seed:02d}", processed):
         if (directory / "panel.json").is_file():
-            panel = Panel.load(directory)
-            return EntityInfo(panel.stratifiers, pd.DataFrame(panel.P, index=panel.entities, columns=panel.proxy_names))
+            return Panel.load(directory)
     return None
+
+
+def load_entity_info(data_root: Path, domain: str, seed: int) -> EntityInfo | None:
+    """Stratifiers and proxies of the panel a run was trained on."""
+    panel = load_panel(data_root, domain, seed)
+    return None if panel is None else EntityInfo.from_panel(panel)
+
+
+def persistence_l0(panel: Panel, max_lag: int) -> dict[str, float]:
+    """L0 test metrics of persistence (y_hat_t = y_{t-1}), the floor of any forecasting claim."""
+    preds = persistence(panel, max_lag)
+    test = preds[preds.split == "test"]
+    return forecast_metrics(test.y.to_numpy(), test.y_hat.to_numpy(), test.time.to_numpy())
 
 
 # --- the audit
@@ -310,8 +327,9 @@ def _wilcoxon(l0: pd.DataFrame, l3: pd.DataFrame, reference: str) -> pd.DataFram
     for metric in per_seed.columns:
         ref = per_seed.loc[reference, metric]
         for method in methods.drop(reference):
-            rows.append({"metric": metric, "method": method, "reference": reference,
-                         **paired_wilcoxon(per_seed.loc[method, metric], ref)})
+            row = paired_wilcoxon(per_seed.loc[method, metric], ref)
+            if row["n_pairs"]:  # e.g. persistence has no k*
+                rows.append({"metric": metric, "method": method, "reference": reference, **row})
     return pd.DataFrame(rows, columns=WILCOXON_COLUMNS)
 
 
@@ -320,14 +338,18 @@ def audit_domain(params: Params, runs_root: Path, data_root: Path) -> AuditResul
     ``problems`` and left out, and the audit of what is complete still runs."""
     cfg = params.audit
     runs, problems = load_runs(runs_root, params.domain)
+    seeds = sorted({r.seed for r in runs})
+    panels = {seed: load_panel(data_root, params.domain, seed) for seed in seeds}
     test = [{"seed": r.seed, "method": r.method, **r.metrics["test"]} for r in runs]
+    test += [{"seed": seed, "method": "persistence", **persistence_l0(panel, params.model.max_lag)}
+             for seed, panel in panels.items() if panel is not None]
     l0 = pd.DataFrame(test)
     l1 = pd.DataFrame([{"seed": r.seed, "method": r.method, "kstar_kind": r.lags.kstar_kind.iloc[0],
                         "kstar_sd": float(r.lags.kstar.std(ddof=0))} for r in runs])
     l1["degenerate_paper"] = l1.kstar_sd <= cfg.epsilon
     l1["degenerate_practical"] = l1.kstar_sd <= cfg.practical_sd
 
-    info = {seed: load_entity_info(data_root, params.domain, seed) for seed in sorted({r.seed for r in runs})}
+    info = {seed: None if panel is None else EntityInfo.from_panel(panel) for seed, panel in panels.items()}
     for seed, entity_info in info.items():
         if entity_info is None:
             problems.append(f"seed {seed:02d}: no panel under {Path(data_root) / 'processed' / params.domain}; "

@@ -40,7 +40,7 @@ class PrepError(ValueError):
 class Prepared:
     panel: Panel
     report: pd.DataFrame  # one row per entity seen: entity, kept, reason
-    coverage: pd.DataFrame  # time x {target, features}: share of kept entities observed
+    coverage: pd.DataFrame  # time x {all entities, kept entities}: share with the target and every feature observed
 
 
 def parse_summary(spec: str) -> tuple[str, str]:
@@ -197,8 +197,10 @@ def prepare(frame: pd.DataFrame, params: Params, source: str) -> Prepared:
                   feature_names=list(data.features), proxy_names=[summary_name(s) for s in summaries["proxies"]],
                   static_names=[summary_name(s) for s in summaries["static"]], val_start=split.val_start,
                   test_start=split.test_start, stratifiers=stratifiers)
-    observed = wide.loc[kept, sequential].notna().groupby(level="time").mean()
-    return Prepared(panel=panel, report=pd.DataFrame(report), coverage=observed)
+    complete = wide[sequential].notna().all(axis=1)  # target and every feature observed
+    coverage = pd.DataFrame({"all entities": complete.groupby(level="time").mean(),
+                             "kept entities": complete.loc[kept].groupby(level="time").mean()})
+    return Prepared(panel=panel, report=pd.DataFrame(report), coverage=coverage)
 
 
 def save(prepared: Prepared, directory: Path, manifest: dict) -> None:

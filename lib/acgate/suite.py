@@ -246,6 +246,12 @@ def real_table(runs_root: Path, domains: list[str]) -> pd.DataFrame:
                          "test R2 (pooled)": _mean_sd(g.test_r2_pooled), "k* sd": _mean_sd(g.kstar_sd),
                          "paper k* sd": ref.get("kstar_sd", ""), "omega entropy": _mean_sd(g.omega_entropy),
                          "gate sensitivity": _mean_sd(g.gate_sensitivity)})
+        l0 = runs_root / domain / "audit" / "l0.csv"
+        floor = pd.read_csv(l0).query("method == 'persistence'") if l0.is_file() else pd.DataFrame()
+        if not floor.empty:  # the same panel in every seed: one value
+            rows.append({"domain": domain, "method": "persistence", "seeds": len(floor),
+                         "test R2 (by time)": f"{floor.r2_by_time.iloc[0]:.3f}",
+                         "test R2 (pooled)": f"{floor.r2_pooled.iloc[0]:.3f}"})
     return pd.DataFrame(rows)
 
 
