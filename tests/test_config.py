@@ -3,7 +3,7 @@ import dataclasses
 import pytest
 import yaml
 
-from acgate.config import METHODS, ParamsError, load_params, reference_markdown
+from acgate.config import GATE_METHODS, NEURAL_BASELINES, ParamsError, load_params, reference_markdown
 from tests.conftest import ROOT
 
 
@@ -25,7 +25,7 @@ def test_locked_paper_values(domain, scenario):
     assert (m.max_lag, m.hidden, m.lstm_layers, m.dropout) == (10, 64, 2, 0.05)
     assert (m.position_penalty, m.temperature, m.recon_weight, m.recon_detach) == (0.1, 1.0, 0.1, False)
     assert (t.lr, t.patience, t.max_epochs, t.grad_clip, t.device) == (1e-3, 20, 200, 1.0, "auto")
-    assert p.n_seeds == 20 and p.methods == METHODS
+    assert p.n_seeds == 20 and p.methods == GATE_METHODS + NEURAL_BASELINES
     s = p.synthetic
     assert (s.n_entities, s.n_steps, s.lag_horizon, s.noise_sd, s.lag_width) == (200, 30, 10, 0.15, 1.25)
 
@@ -67,7 +67,7 @@ def test_non_positive_temperature(tmp_path, value):
 @pytest.mark.parametrize("section, key, value, allowed", [
     ("train", "device", "gpu", "one of auto, cpu, cuda"),
     ("model", "dropout", 1.0, r"a number in \[0, 1\)"),
-    ("", "methods", ["acgate", "tft"], "a non-empty list of distinct names"),
+    ("", "methods", ["acgate", "lstm"], "a non-empty list of distinct names"),
     ("split", "test_start", 30, "0 < val_start < test_start <= 29"),
     ("split", "test_start", 22, "split.test_start = 22 must be after split.val_start = 22"),
 ])

@@ -4,13 +4,15 @@ import numpy as np
 import pytest
 import torch
 
-from acgate.config import METHODS
-from acgate.models import ACGate, lag_windows
+from acgate.config import GATE_METHODS, NEURAL_BASELINES
+from acgate.models import ACGate, build, lag_windows
+
+NEURAL = GATE_METHODS + NEURAL_BASELINES
 
 
 def make(cfg, method="acgate", n=6, features=2, proxies=3, static=2, seed=0):
     torch.manual_seed(seed)
-    return ACGate(cfg, method, n, features, proxies, static).eval()
+    return build(cfg, method, n, features, proxies, static).eval()
 
 
 def inputs(n=6, steps=12, features=2, seed=1):
@@ -27,16 +29,21 @@ def test_lag_windows_hold_lags_one_to_k_and_never_the_present():
     torch.testing.assert_close(w[0, :, :, 0], expected)
 
 
+def windows(cfg, seed=1):
+    x, p, s, e = inputs(seed=seed)
+    return lag_windows(x, cfg.max_lag), p, s, e
+
+
 def test_output_shapes(smoke_params):
     cfg = smoke_params.model
-    out = make(cfg)(*inputs())
+    out = make(cfg)(*windows(cfg))
     assert out.y_hat.shape == (6, 12 - cfg.max_lag)
     assert out.omega.shape == (6, cfg.max_lag) and out.z.shape == (6, 1) and out.p_hat.shape == (6, 3)
 
 
-@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("method", GATE_METHODS)
 def test_lag_weights_are_distributions(smoke_params, method):
-    out = make(smoke_params.model, method)(*inputs())
+    out = make(smoke_params.model, method)(*windows(smoke_params.model))
     torch.testing.assert_close(out.omega.sum(dim=1), torch.ones(6))
     assert (out.omega >= 0).all()
 
@@ -63,23 +70,23 @@ def test_position_bias_is_the_same_on_the_k_over_K_scale(smoke_params):
     np.testing.assert_allclose(np.log(small[0] / small[-1]), lam * 0.9 / tau, rtol=1e-5)
 
 
-@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("method", NEURAL)
 def test_contemporaneous_input_never_reaches_the_prediction(smoke_params, method):
     cfg = smoke_params.model
     model = make(cfg, method)
     x, p, s, e = inputs()
-    base = model(x, p, s, e).y_hat
+    base = model(lag_windows(x, cfg.max_lag), p, s, e).y_hat
     t = 8  # a target step; prediction index t - K
     changed = x.clone()
     changed[:, t] += 100.0
-    y_hat = model(changed, p, s, e).y_hat
+    y_hat = model(lag_windows(changed, cfg.max_lag), p, s, e).y_hat
     torch.testing.assert_close(y_hat[:, : t - cfg.max_lag + 1], base[:, : t - cfg.max_lag + 1])
     assert not torch.allclose(y_hat[:, t - cfg.max_lag + 1], base[:, t - cfg.max_lag + 1])
 
 
 def test_ablations_collapse_the_gate(smoke_params):
     cfg = smoke_params.model
-    x, p, s, e = inputs()
+    x, p, s, e = windows(cfg)
     no_ac = make(cfg, "no_ac_encoder")(x, p, s, e)
     assert (no_ac.omega == no_ac.omega[0]).all() and (no_ac.z == 0).all()
     uniform = make(cfg, "uniform_lag")(x, p, s, e)
@@ -89,7 +96,7 @@ def test_ablations_collapse_the_gate(smoke_params):
 
 
 def test_every_method_starts_from_the_same_weights(smoke_params):
-    states = [make(smoke_params.model, m, seed=7).state_dict() for m in METHODS]
+    states = [make(smoke_params.model, m, seed=7).state_dict() for m in GATE_METHODS]
     for other in states[1:]:
         assert other.keys() == states[0].keys()
         for key in states[0]:
@@ -99,7 +106,7 @@ def test_every_method_starts_from_the_same_weights(smoke_params):
 
 
 def test_detached_reconstruction_sends_no_gradient_to_the_encoder(smoke_params):
-    x, p, s, e = inputs()
+    x, p, s, e = windows(smoke_params.model)
     for detach, reaches in ((True, False), (False, True)):
         model = make(dataclasses.replace(smoke_params.model, recon_detach=detach))
         ((model(x, p, s, e).p_hat - p) ** 2).mean().backward()
@@ -109,4 +116,6 @@ def test_detached_reconstruction_sends_no_gradient_to_the_encoder(smoke_params):
 
 def test_unknown_method_is_refused(smoke_params):
     with pytest.raises(ValueError, match="unknown method 'tft'"):
-        make(smoke_params.model, "tft")
+        ACGate(smoke_params.model, "tft", 6, 2, 3, 2)  # a baseline is not an AC-GATE variant
+    with pytest.raises(ValueError, match="unknown neural method 'lstm'"):
+        make(smoke_params.model, "lstm")

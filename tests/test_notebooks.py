@@ -64,7 +64,7 @@ def test_dgp_notebook_writes_the_panel_and_reproduces(dgp_notebook, workspace):
 def test_suite_runs_training_through_papermill_and_resumes(suite_runs, workspace, capsys):
     seed_dir = suite_runs / "synthetic_linear" / "seed00"
     assert (seed_dir / "03_train.ipynb").is_file() and (seed_dir / "03_train.log").is_file()
-    for method in ("acgate", "no_ac_encoder", "uniform_lag", "no_recon_reg"):
+    for method in ("acgate", "no_ac_encoder", "uniform_lag", "no_recon_reg", "plain_lstm", "tft", "ganet"):
         assert (seed_dir / method / "metrics.json").is_file()
     assert not list(seed_dir.glob(".*partial*"))
     suite.run(["synthetic_linear"], 1, 1, SMOKE, str(suite_runs), str(workspace / "data"))
@@ -113,7 +113,10 @@ def test_audit_notebook_writes_the_audit_and_reproduces(suite_runs, workspace, c
 
 def test_summary_table_reads_the_runs(suite_runs, workspace):
     summary = suite.recovery_table(suite_runs, ["synthetic_linear"])
-    assert set(summary.method) == {"acgate", "no_ac_encoder", "uniform_lag", "no_recon_reg"}
+    assert set(summary.method) == {"acgate", "no_ac_encoder", "uniform_lag", "no_recon_reg", "plain_lstm", "tft",
+                                   "ganet"}
+    kinds = summary.set_index("method")["k* kind"]
+    assert kinds["acgate"] == "structural" and kinds["tft"] == "diagnostic: occlusion"
     row = summary.set_index("method").loc["uniform_lag"]
     assert row["Spearman vs lag centre"] == "undefined (k* or truth constant)" and row["k* sd"] == "0.000 (0.000)"
     assert summary.set_index("method").loc["acgate", "paper Spearman"] == 0.945

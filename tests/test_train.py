@@ -38,7 +38,7 @@ def test_best_validation_checkpoint_is_restored_and_patience_stops(smoke_params,
     assert result.epochs_run < 60 and result.epochs_run == result.best_epoch + 3
     b = result.batch
     with torch.no_grad():
-        restored = train.masked_mse(result.model(b.x, b.proxies, b.static, b.entity_index).y_hat, b.y, b.masks["val"])
+        restored = train.masked_mse(result.model(*b.inputs()).y_hat, b.y, b.masks["val"])
     assert restored.item() == pytest.approx(h.val_loss.min(), rel=1e-6)
 
 

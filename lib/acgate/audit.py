@@ -68,8 +68,13 @@ def l3_recovery(kstar: np.ndarray, truth: np.ndarray) -> dict[str, float]:
     """L3: MAE and Spearman rho of learned k* (N,) against a true lag (N,).
 
     Spearman is undefined (NaN) when k* does not vary across entities (a collapsed gate ranks nothing; the
-    paper prints 0 for such rows) or when the truth does not (the null scenario).
+    paper prints 0 for such rows) or when the truth does not (the null scenario). Entities whose (diagnostic) k* is
+    undefined, e.g. no single lag matters under occlusion, are left out.
     """
+    defined = np.isfinite(kstar)
+    kstar, truth = kstar[defined], truth[defined]
+    if len(kstar) < 2:
+        return {"mae": float("nan"), "spearman": float("nan")}
     mae = float(np.mean(np.abs(kstar - truth)))
     rho = float("nan") if np.ptp(kstar) == 0 or np.ptp(truth) == 0 else float(stats.spearmanr(kstar, truth).statistic)
     return {"mae": mae, "spearman": rho}

@@ -23,7 +23,9 @@ from typing import Any
 
 import yaml
 
-METHODS = ("acgate", "no_ac_encoder", "uniform_lag", "no_recon_reg")
+GATE_METHODS = ("acgate", "no_ac_encoder", "uniform_lag", "no_recon_reg")  # AC-GATE and its ablations
+NEURAL_BASELINES = ("plain_lstm", "tft", "ganet")
+METHODS = GATE_METHODS + NEURAL_BASELINES + ("grouped_ardl",)
 SCENARIOS = ("linear", "nonlinear", "constant")
 LOADERS = ("pwt", "owid_wgi", "csv")
 
@@ -174,6 +176,11 @@ class ModelConfig:
     recon_detach: bool = _param(False, "true: reconstruction trains only its head, not the encoder", _bool)
     recon_anchor_weight: float = _param(1.0, "weight of the first proxy in the reconstruction loss (others 1)",
                                         _positive)
+    attention_heads: int = _param(4, "TFT: attention heads (model.hidden must be divisible by it)", _int_at_least(1))
+    gate_temperature: float = _param(0.5, "GA-Net: temperature of the relaxed-Bernoulli gates while training",
+                                     _positive)
+    ardl_min_rows_per_coef: int = _param(3, "Grouped ARDL: a group with fewer training rows per coefficient is "
+                                         "fitted with the global model instead", _int_at_least(1))
 
 
 @dataclass(frozen=True)
@@ -205,7 +212,7 @@ class AuditConfig:
                                        "this (or it shares a proxy's name)", _positive)
     l3_min_spearman: float = _param(0.8, "L3 supported needs mean Spearman(k*, lag centre) at least this",
                                     _non_negative)
-    reference: str = _param("acgate", "the method the verdicts and paired tests are about", _one_of(*METHODS))
+    reference: str = _param("acgate", "the method the verdicts and paired tests are about", _one_of(*GATE_METHODS))
 
 
 @dataclass(frozen=True)
@@ -214,7 +221,7 @@ class Params:
 
     domain: str = _param("synthetic_linear", "domain name; runs go to runs/<domain>/", _text)
     n_seeds: int = _param(20, "number of seeds; seeds are 0..n_seeds-1", _int_at_least(1))
-    methods: tuple = _param(METHODS, "methods trained for this domain", _methods)
+    methods: tuple = _param(GATE_METHODS, "methods trained for this domain", _methods)
     synthetic: SyntheticConfig | None = None
     data: DataConfig | None = None
     split: SplitConfig = field(default_factory=SplitConfig)
@@ -226,9 +233,11 @@ class Params:
         return dataclasses.asdict(self)
 
     def digest(self) -> str:
-        """Short hash of the parameters that shape a training run (all but the audit section), recorded with
-        every run; a run whose hash differs from the current one is stale."""
-        shaping = {k: v for k, v in self.to_dict().items() if k != "audit" and v is not None}  # absent sections too
+        """Short hash of what shapes one training run (domain, data or synthetic, split, model, train), recorded
+        with every run; a run whose hash differs from the current one is stale. The audit settings, the seed count
+        and the list of methods do not shape a run, so changing them leaves finished runs valid."""
+        shaping = {k: v for k, v in self.to_dict().items()
+                   if k not in ("audit", "n_seeds", "methods") and v is not None}
         text = json.dumps(shaping, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 

@@ -13,9 +13,11 @@ def effective_lag(omega: np.ndarray) -> np.ndarray:
 
 
 def omega_entropy(omega: np.ndarray) -> np.ndarray:
-    """Shannon entropy (nats) of each entity's lag distribution, shape (N,); ln K for a uniform one."""
-    safe = np.clip(omega, 1e-300, None)
-    return -(omega * np.log(safe)).sum(axis=1)
+    """Shannon entropy (nats) of each entity's lag distribution, shape (N,); ln K for a uniform one, 0 log 0 = 0."""
+    omega = np.asarray(omega, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        terms = np.where(omega > 0, omega * np.log(omega), 0.0)
+    return np.where(np.isnan(omega).any(axis=1), np.nan, -terms.sum(axis=1))
 
 
 def gate_sensitivity(z: np.ndarray, omega_of_z: Callable[[np.ndarray], np.ndarray], n_grid: int = 101) -> float:

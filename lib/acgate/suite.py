@@ -187,6 +187,7 @@ def collect(runs_root: Path, domain: str) -> pd.DataFrame:
                "test_mse": m["test"]["mse"], "test_r2_by_time": m["test"]["r2_by_time"],
                "test_r2_pooled": m["test"]["r2_pooled"], "kstar_sd": m["lags"]["kstar_sd"],
                "omega_entropy": m["lags"]["omega_entropy"], "gate_sensitivity": m["lags"]["gate_sensitivity"],
+               "kstar_kind": m["lags"].get("kstar_kind", "structural"),  # runs written before the baselines
                "epochs_run": m["epochs_run"], "best_epoch": m["best_epoch"], "seconds": m["seconds"]}
         for truth, l3 in m.get("l3", {}).items():
             row[f"mae_{truth}"], row[f"spearman_{truth}"] = l3["mae"], l3["spearman"]
@@ -194,14 +195,17 @@ def collect(runs_root: Path, domain: str) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+UNDEFINED = "undefined (k* or truth constant)"
+
+
 def paper_numbers() -> dict:
     return yaml.safe_load(resources.files("acgate").joinpath("paper_numbers.yaml").read_text())
 
 
-def _mean_sd(values: pd.Series) -> str:
-    values = values.dropna()
+def _mean_sd(values: pd.Series, empty: str = "") -> str:
+    values = pd.to_numeric(values, errors="coerce").dropna()
     if values.empty:
-        return "undefined (k* or truth constant)"
+        return empty
     return f"{values.mean():.3f} ({values.std(ddof=1) if len(values) > 1 else 0.0:.3f})"
 
 
@@ -223,10 +227,11 @@ def recovery_table(runs_root: Path, domains: list[str]) -> pd.DataFrame:
                 "domain": domain, "method": method, "seeds": len(g),
                 "test MSE": _mean_sd(g.test_mse), "paper task loss": ref.get("task_loss", ""),
                 "k* MAE vs lag centre": _mean_sd(g.mae_lag_centre), "paper k* MAE": ref.get("kstar_mae", ""),
-                "Spearman vs lag centre": _mean_sd(g.spearman_lag_centre), "paper Spearman": ref.get("spearman", ""),
+                "Spearman vs lag centre": _mean_sd(g.spearman_lag_centre, UNDEFINED),
+                "paper Spearman": ref.get("spearman", ""), "k* kind": g.kstar_kind.iloc[0],
                 "k* MAE vs DGP mean lag": _mean_sd(g.mae_dgp_mean_lag),
-                "Spearman vs DGP mean lag": _mean_sd(g.spearman_dgp_mean_lag),
-                "k* sd": _mean_sd(g.kstar_sd), "median epochs": float(np.median(g.epochs_run)),
+                "Spearman vs DGP mean lag": _mean_sd(g.spearman_dgp_mean_lag, UNDEFINED),
+                "k* sd": _mean_sd(g.kstar_sd), "median epochs": pd.to_numeric(g.epochs_run).median(),
                 "median seconds": float(np.median(g.seconds)),
             })
     return pd.DataFrame(rows)
@@ -243,7 +248,8 @@ def real_table(runs_root: Path, domains: list[str]) -> pd.DataFrame:
             ref = paper.get(domain, {}).get(method, {})
             rows.append({"domain": domain, "method": method, "seeds": len(g),
                          "test R2 (by time)": _mean_sd(g.test_r2_by_time), "paper test R2": ref.get("test_r2", ""),
-                         "test R2 (pooled)": _mean_sd(g.test_r2_pooled), "k* sd": _mean_sd(g.kstar_sd),
+                         "test R2 (pooled)": _mean_sd(g.test_r2_pooled), "k* kind": g.kstar_kind.iloc[0],
+                         "k* sd": _mean_sd(g.kstar_sd),
                          "paper k* sd": ref.get("kstar_sd", ""), "omega entropy": _mean_sd(g.omega_entropy),
                          "gate sensitivity": _mean_sd(g.gate_sensitivity)})
         l0 = runs_root / domain / "audit" / "l0.csv"

@@ -1,11 +1,11 @@
-"""Seeding, device choice, full-batch training with early stopping, and one method's run artifacts.
+"""Seeding, device choice, full-batch training with early stopping, lag tables, and one method's run artifacts.
 
-Checkpoint selection uses the validation task loss only, for every method; ground truth never
-enters training or selection.
+Checkpoint selection uses the validation task loss only, for every method; ground truth never enters training or
+selection. Grouped ARDL is fitted in closed form (``acgate.baselines``) and written in the same layout.
 
 Usage::
 
-    result = fit(panel, params, method="acgate", seed=0)          # in memory
+    result = fit(panel, params, method="acgate", seed=0)          # in memory (neural methods)
     run_method(panel, params, "acgate", seed=0, runs_root="runs")  # also writes runs/<domain>/seed00/acgate/
 """
 
@@ -22,10 +22,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from acgate import lags
+from acgate import baselines, lags
 from acgate.audit import forecast_metrics, l3_recovery
-from acgate.config import Params
-from acgate.models import ACGate
+from acgate.config import GATE_METHODS, Params
+from acgate.models import ACGate, build, lag_windows
 from acgate.panel import SPLITS, Normalisers, Panel
 from acgate.runs import atomic_write, manifest, method_dir, write_json
 
@@ -50,7 +50,7 @@ def seed_everything(seed: int, threads: int) -> None:
 class Batch:
     """The whole panel as normalised tensors (training is full batch)."""
 
-    x: torch.Tensor  # (N, T, F)
+    lags: torch.Tensor  # (N, T-K, K, F) lag windows: the only view of X any model gets
     y: torch.Tensor  # (N, T-K) targets of steps K..T-1, 0 where unobserved
     masks: dict[str, torch.Tensor]  # split -> (N, T-K) bool
     proxies: torch.Tensor  # (N, M)
@@ -63,10 +63,13 @@ class Batch:
             return torch.as_tensor(np.asarray(a, dtype=np.float32), device=device)
 
         y = norm.Y.transform(panel.Y[:, max_lag:])
-        return cls(x=tensor(norm.X.transform(panel.X)), y=tensor(np.nan_to_num(y)),
+        return cls(lags=lag_windows(tensor(norm.X.transform(panel.X)), max_lag), y=tensor(np.nan_to_num(y)),
                    masks={s: torch.as_tensor(m, device=device) for s, m in panel.split_masks(max_lag).items()},
                    proxies=tensor(norm.P.transform(panel.P)), static=tensor(norm.S.transform(panel.S)),
                    entity_index=torch.arange(panel.n_entities, device=device))
+
+    def inputs(self, lags: torch.Tensor | None = None) -> tuple:
+        return (self.lags if lags is None else lags, self.proxies, self.static, self.entity_index)
 
 
 def masked_mse(y_hat: torch.Tensor, y: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -82,7 +85,7 @@ def recon_loss(p_hat: torch.Tensor, proxies: torch.Tensor, anchor_weight: float)
 
 @dataclass
 class FitResult:
-    model: ACGate
+    model: torch.nn.Module
     history: pd.DataFrame  # epoch, train_loss, recon_loss, val_loss
     best_epoch: int
     epochs_run: int
@@ -93,31 +96,31 @@ class FitResult:
 
 
 def fit(panel: Panel, params: Params, method: str, seed: int, log: Callable[[str], None] = print) -> FitResult:
-    """Train one method on one panel; returns the model restored to its best-validation epoch."""
+    """Train one neural method on one panel; returns the model restored to its best-validation epoch."""
     cfg, tcfg = params.model, params.train
     device = choose_device(tcfg.device)
     seed_everything(seed, tcfg.threads)
     norm = Normalisers.fit(panel)
     batch = Batch.build(panel, norm, cfg.max_lag, device)
-    model = ACGate(cfg, method, panel.n_entities, panel.X.shape[2], panel.P.shape[1], panel.S.shape[1]).to(device)
+    model = build(cfg, method, panel.n_entities, panel.X.shape[2], panel.P.shape[1], panel.S.shape[1]).to(device)
     optimiser = torch.optim.Adam(model.parameters(), lr=tcfg.lr)
-    inputs = (batch.x, batch.proxies, batch.static, batch.entity_index)
 
     rows, best_val, best_epoch, best_state, stale = [], float("inf"), 0, None, 0
     start = time.perf_counter()
     for epoch in range(1, tcfg.max_epochs + 1):
         model.train()
         optimiser.zero_grad()
-        out = model(*inputs)
+        out = model(*batch.inputs())
         task = masked_mse(out.y_hat, batch.y, batch.masks["train"])
-        recon = recon_loss(out.p_hat, batch.proxies, cfg.recon_anchor_weight)
+        recon = (recon_loss(out.p_hat, batch.proxies, cfg.recon_anchor_weight) if out.p_hat is not None
+                 else torch.zeros((), device=device))
         (task + model.recon_weight * recon).backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), tcfg.grad_clip)
         optimiser.step()
 
         model.eval()
         with torch.no_grad():
-            val = masked_mse(model(*inputs).y_hat, batch.y, batch.masks["val"]).item()
+            val = masked_mse(model(*batch.inputs()).y_hat, batch.y, batch.masks["val"]).item()
         rows.append((epoch, task.item(), recon.item(), val))
         if val < best_val:
             best_val, best_epoch, stale = val, epoch, 0
@@ -137,35 +140,82 @@ def fit(panel: Panel, params: Params, method: str, seed: int, log: Callable[[str
                      seconds=seconds, device=str(device), batch=batch, norm=norm)
 
 
-def predictions(result: FitResult, panel: Panel) -> pd.DataFrame:
-    """One row per observed target step: entity, time, split, y, y_hat (original units)."""
-    K = result.model.cfg.max_lag
-    with torch.no_grad():
-        b = result.batch
-        y_hat = result.model(b.x, b.proxies, b.static, b.entity_index).y_hat.cpu().numpy()
-    y_hat = result.norm.Y.inverse(y_hat)
-    entity, step = np.nonzero(np.isfinite(panel.Y[:, K:]))
-    return pd.DataFrame({"entity": panel.entities[entity], "time": panel.times[K:][step],
-                         "split": panel.target_split(K)[step], "y": panel.Y[:, K:][entity, step],
+def prediction_frame(panel: Panel, max_lag: int, y_hat: np.ndarray) -> pd.DataFrame:
+    """One row per observed target step with a prediction: entity, time, split, y, y_hat (original units)."""
+    entity, step = np.nonzero(np.isfinite(panel.Y[:, max_lag:]) & np.isfinite(y_hat))
+    return pd.DataFrame({"entity": panel.entities[entity], "time": panel.times[max_lag:][step],
+                         "split": panel.target_split(max_lag)[step], "y": panel.Y[:, max_lag:][entity, step],
                          "y_hat": y_hat[entity, step]})
 
 
-def lag_table(result: FitResult, panel: Panel) -> pd.DataFrame:
-    """One row per entity: entity, z, omega_1..omega_K, kstar, kstar_kind and, for synthetic panels,
-    kstar_true (lag centre) and dgp_mean_lag."""
-    model, b = result.model, result.batch
+def predictions(result: FitResult, panel: Panel) -> pd.DataFrame:
     with torch.no_grad():
-        z = model.score(b.proxies)
-        omega = model.lag_weights(z).cpu().numpy()
-    table = pd.DataFrame({"entity": panel.entities, "z": z.squeeze(1).cpu().numpy()})
-    for k in range(omega.shape[1]):
-        table[f"omega_{k + 1}"] = omega[:, k]
-    table["kstar"] = lags.effective_lag(omega)
-    table["kstar_kind"] = "structural"
+        y_hat = result.model(*result.batch.inputs()).y_hat.cpu().numpy()
+    return prediction_frame(panel, result.model.cfg.max_lag, result.norm.Y.inverse(y_hat))
+
+
+def occlusion_increase(model: torch.nn.Module, batch: Batch) -> np.ndarray:
+    """Lag-specific occlusion (N, K): per entity, the increase in task MSE over the training and validation
+    targets when only lag k of every input window is replaced by its training mean (0 after standardisation)."""
+    mask = (batch.masks["train"] | batch.masks["val"]).float()
+    count = mask.sum(dim=1).clamp_min(1)
+
+    def per_entity_mse(lags: torch.Tensor) -> torch.Tensor:
+        return (((model(*batch.inputs(lags)).y_hat - batch.y) ** 2) * mask).sum(dim=1) / count
+
+    with torch.no_grad():
+        base = per_entity_mse(batch.lags)
+        increases = []
+        for k in range(batch.lags.shape[2]):
+            occluded = batch.lags.clone()
+            occluded[:, :, k, :] = 0.0
+            increases.append(per_entity_mse(occluded) - base)
+    return torch.stack(increases, dim=1).cpu().numpy()
+
+
+def profile_from_increase(increase: np.ndarray) -> np.ndarray:
+    """A lag profile (N, K) from non-negative importances: rows normalised to sum to one (NaN where all are 0)."""
+    positive = np.clip(increase, 0.0, None)
+    total = positive.sum(axis=1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(total > 0, positive / total, np.nan)
+
+
+def lag_frame(panel: Panel, profile: np.ndarray, kind: str, z: np.ndarray | None = None,
+              internal: np.ndarray | None = None) -> pd.DataFrame:
+    """lags.csv: entity, z, omega_1..omega_K, kstar, kstar_kind, [internal_1..K, kstar_internal], truth columns."""
+    table = pd.DataFrame({"entity": panel.entities, "z": np.nan if z is None else z})
+    for k in range(profile.shape[1]):
+        table[f"omega_{k + 1}"] = profile[:, k]
+    table["kstar"] = lags.effective_lag(profile)
+    table["kstar_kind"] = kind
+    if internal is not None:
+        for k in range(internal.shape[1]):
+            table[f"internal_{k + 1}"] = internal[:, k]
+        table["kstar_internal"] = lags.effective_lag(internal)
     for key in ("kstar_true", "dgp_mean_lag"):
         if key in panel.truth:
             table[key] = panel.truth[key]
     return table
+
+
+INTERNAL_KIND = {"tft": "TFT variable-selection weights", "ganet": "GA-Net attention over open gates"}
+
+
+def lag_table(result: FitResult, panel: Panel) -> pd.DataFrame:
+    """Structural omega and k* for AC-GATE models; for neural baselines the diagnostic occlusion profile, with
+    their internal lag weights (averaged over time) beside it."""
+    model, b = result.model, result.batch
+    if isinstance(model, ACGate):
+        with torch.no_grad():
+            z = model.score(b.proxies)
+            omega = model.lag_weights(z).cpu().numpy()
+        return lag_frame(panel, omega, "structural", z=z.squeeze(1).cpu().numpy())
+    with torch.no_grad():
+        out = model(*b.inputs())
+    internal = None if out.internal is None else out.internal.mean(dim=1).cpu().numpy()
+    return lag_frame(panel, profile_from_increase(occlusion_increase(model, b)), "diagnostic: occlusion",
+                     internal=internal)
 
 
 def omega_of_z(model: ACGate) -> Callable[[np.ndarray], np.ndarray]:
@@ -180,19 +230,20 @@ def omega_of_z(model: ACGate) -> Callable[[np.ndarray], np.ndarray]:
     return evaluate
 
 
-def summarise(result: FitResult, panel: Panel, preds: pd.DataFrame, table: pd.DataFrame) -> dict:
-    """metrics.json content: split-wise L0 metrics, lag summaries, L3 where truth exists, run facts."""
-    omega = table.filter(like="omega_").to_numpy()
+def summarise(preds: pd.DataFrame, table: pd.DataFrame, facts: dict,
+              gate: Callable[[np.ndarray], np.ndarray] | None = None) -> dict:
+    """metrics.json content: split-wise L0 metrics, lag summaries, L3 where truth exists, and run ``facts``."""
+    omega = table.filter(regex=r"^omega_\d+$").to_numpy()
     metrics: dict = {split: forecast_metrics(*(preds.loc[preds.split == split, c].to_numpy()
                                                for c in ("y", "y_hat", "time"))) for split in SPLITS}
-    metrics["lags"] = {"kstar_mean": float(table.kstar.mean()), "kstar_sd": float(table.kstar.std(ddof=0)),
-                       "omega_entropy": float(lags.omega_entropy(omega).mean()),
-                       "gate_sensitivity": lags.gate_sensitivity(table.z.to_numpy(), omega_of_z(result.model))}
+    metrics["lags"] = {"kstar_kind": table.kstar_kind.iloc[0], "kstar_mean": float(table.kstar.mean()),
+                       "kstar_sd": float(table.kstar.std(ddof=0)),
+                       "omega_entropy": float(np.nanmean(lags.omega_entropy(omega))),
+                       "gate_sensitivity": lags.gate_sensitivity(table.z.to_numpy(), gate) if gate else None}
     if "kstar_true" in table:
         metrics["l3"] = {"lag_centre": l3_recovery(table.kstar.to_numpy(), table.kstar_true.to_numpy()),
                          "dgp_mean_lag": l3_recovery(table.kstar.to_numpy(), table.dgp_mean_lag.to_numpy())}
-    metrics.update(best_epoch=result.best_epoch, epochs_run=result.epochs_run, seconds=round(result.seconds, 3),
-                   seconds_per_epoch=round(result.seconds / result.epochs_run, 5), device=result.device)
+    metrics.update(facts)
     return metrics
 
 
@@ -204,15 +255,30 @@ def run_method(panel: Panel, params: Params, method: str, seed: int, runs_root: 
     """
     out = method_dir(runs_root, params.domain, seed, method)
     (out / "metrics.json").unlink(missing_ok=True)
-    result = fit(panel, params, method, seed, log)
-    preds, table = predictions(result, panel), lag_table(result, panel)
-    metrics = summarise(result, panel, preds, table)
-    metrics["params_hash"] = params.digest()
+    if method == "grouped_ardl":
+        ardl = baselines.GroupedARDL.fit(panel, params)
+        preds, table, seconds, device = ardl.predictions(), ardl.lag_table(), ardl.seconds, "cpu"
+        history = pd.DataFrame(columns=["epoch", "train_loss", "recon_loss", "val_loss"])  # no iterations
+        facts = {"best_epoch": None, "epochs_run": None, "fit": "closed-form OLS per group", "groups": ardl.groups}
+        atomic_write(out / "coefficients.csv", lambda f: ardl.coefficients.to_csv(f, index=False))
+        gate = None
+    else:
+        result = fit(panel, params, method, seed, log)
+        preds, table, history = predictions(result, panel), lag_table(result, panel), result.history
+        seconds, device = result.seconds, result.device
+        facts = {"best_epoch": result.best_epoch, "epochs_run": result.epochs_run,
+                 "seconds_per_epoch": round(result.seconds / result.epochs_run, 5)}
+        if method == "ganet":
+            with torch.no_grad():
+                facts["gate_density"] = float(result.model(*result.batch.inputs()).gate_density)
+        gate = omega_of_z(result.model) if method in GATE_METHODS else None
+        atomic_write(out / "model.pt", lambda f: torch.save(result.model.state_dict(), f), binary=True)
+    metrics = summarise(preds, table, {**facts, "seconds": round(seconds, 3), "device": device,
+                                       "params_hash": params.digest()}, gate)
     atomic_write(out / "predictions.csv", lambda f: preds.to_csv(f, index=False))
     atomic_write(out / "lags.csv", lambda f: table.to_csv(f, index=False))
-    atomic_write(out / "history.csv", lambda f: result.history.to_csv(f, index=False))
-    atomic_write(out / "model.pt", lambda f: torch.save(result.model.state_dict(), f), binary=True)
-    write_json(out / "manifest.json", manifest(params.to_dict(), seed, result.device, method=method,
-                                               wall_seconds=round(result.seconds, 3), panel=panel.meta))
+    atomic_write(out / "history.csv", lambda f: history.to_csv(f, index=False))
+    write_json(out / "manifest.json", manifest(params.to_dict(), seed, device, method=method,
+                                               wall_seconds=round(seconds, 3), panel=panel.meta))
     write_json(out / "metrics.json", metrics)
     return metrics
