@@ -16,17 +16,14 @@ import numpy as np
 import pandas as pd
 
 from acgate.config import Params
+from acgate.lags import lag_frame
 from acgate.panel import Normalisers, Panel
 
 
 def persistence(panel: Panel, max_lag: int) -> pd.DataFrame:
     """Predictions y_hat_t = y_{t-1} for the target steps K..T-1 where both y_t and y_{t-1} are observed;
     the same columns as a model's predictions.csv (entity, time, split, y, y_hat)."""
-    y, previous = panel.Y[:, max_lag:], panel.Y[:, max_lag - 1:-1]
-    entity, step = np.nonzero(np.isfinite(y) & np.isfinite(previous))
-    return pd.DataFrame({"entity": panel.entities[entity], "time": panel.times[max_lag:][step],
-                         "split": panel.target_split(max_lag)[step], "y": y[entity, step],
-                         "y_hat": previous[entity, step]})
+    return panel.prediction_frame(max_lag, panel.Y[:, max_lag - 1:-1])
 
 
 def ardl_design(panel: Panel, norm: Normalisers, max_lag: int) -> tuple[np.ndarray, np.ndarray, list[str]]:
@@ -87,9 +84,7 @@ class GroupedARDL:
         return cls(panel, K, norm, group, coefficients, groups, norm.Y.inverse(y_hat), time.perf_counter() - start)
 
     def predictions(self) -> pd.DataFrame:
-        from acgate.train import prediction_frame
-
-        return prediction_frame(self.panel, self.max_lag, self.y_hat)
+        return self.panel.prediction_frame(self.max_lag, self.y_hat)
 
     def lag_profile(self) -> np.ndarray:
         """(N, K): per entity, its group's |feature coefficients| summed over features per lag, normalised."""
@@ -99,6 +94,4 @@ class GroupedARDL:
         return weights / weights.sum(axis=1, keepdims=True)
 
     def lag_table(self) -> pd.DataFrame:
-        from acgate.train import lag_frame
-
         return lag_frame(self.panel, self.lag_profile(), "diagnostic: ARDL |coefficients|")

@@ -5,6 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+import pandas as pd
+
+from acgate.panel import Panel
 
 
 def effective_lag(omega: np.ndarray) -> np.ndarray:
@@ -28,3 +31,21 @@ def gate_sensitivity(z: np.ndarray, omega_of_z: Callable[[np.ndarray], np.ndarra
     lo, hi = np.percentile(z, [5, 95])
     kstar = effective_lag(omega_of_z(np.linspace(lo, hi, n_grid)))
     return float(kstar.max() - kstar.min())
+
+
+def lag_frame(panel: Panel, profile: np.ndarray, kind: str, z: np.ndarray | None = None,
+              internal: np.ndarray | None = None) -> pd.DataFrame:
+    """lags.csv: entity, z, omega_1..omega_K, kstar, kstar_kind, [internal_1..K, kstar_internal], truth columns."""
+    table = pd.DataFrame({"entity": panel.entities, "z": np.nan if z is None else z})
+    for k in range(profile.shape[1]):
+        table[f"omega_{k + 1}"] = profile[:, k]
+    table["kstar"] = effective_lag(profile)
+    table["kstar_kind"] = kind
+    if internal is not None:
+        for k in range(internal.shape[1]):
+            table[f"internal_{k + 1}"] = internal[:, k]
+        table["kstar_internal"] = effective_lag(internal)
+    for key in ("kstar_true", "dgp_mean_lag"):
+        if key in panel.truth:
+            table[key] = panel.truth[key]
+    return table

@@ -92,6 +92,15 @@ class Panel:
                                  f"check split.val_start / split.test_start and model.max_lag")
         return masks
 
+    def prediction_frame(self, max_lag: int, y_hat: np.ndarray) -> pd.DataFrame:
+        """One row per observed target step that has a prediction y_hat (N, T - K): entity, time, split, y, y_hat
+        (the columns of predictions.csv)."""
+        y = self.Y[:, max_lag:]
+        entity, step = np.nonzero(np.isfinite(y) & np.isfinite(y_hat))
+        return pd.DataFrame({"entity": self.entities[entity], "time": self.times[max_lag:][step],
+                             "split": self.target_split(max_lag)[step], "y": y[entity, step],
+                             "y_hat": y_hat[entity, step]})
+
     def train_time_mask(self) -> np.ndarray:
         """(T,) True for time values inside the training window."""
         return self.times < self.val_start

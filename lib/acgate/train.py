@@ -140,18 +140,10 @@ def fit(panel: Panel, params: Params, method: str, seed: int, log: Callable[[str
                      seconds=seconds, device=str(device), batch=batch, norm=norm)
 
 
-def prediction_frame(panel: Panel, max_lag: int, y_hat: np.ndarray) -> pd.DataFrame:
-    """One row per observed target step with a prediction: entity, time, split, y, y_hat (original units)."""
-    entity, step = np.nonzero(np.isfinite(panel.Y[:, max_lag:]) & np.isfinite(y_hat))
-    return pd.DataFrame({"entity": panel.entities[entity], "time": panel.times[max_lag:][step],
-                         "split": panel.target_split(max_lag)[step], "y": panel.Y[:, max_lag:][entity, step],
-                         "y_hat": y_hat[entity, step]})
-
-
 def predictions(result: FitResult, panel: Panel) -> pd.DataFrame:
     with torch.no_grad():
         y_hat = result.model(*result.batch.inputs()).y_hat.cpu().numpy()
-    return prediction_frame(panel, result.model.cfg.max_lag, result.norm.Y.inverse(y_hat))
+    return panel.prediction_frame(result.model.cfg.max_lag, result.norm.Y.inverse(y_hat))
 
 
 def occlusion_increase(model: torch.nn.Module, batch: Batch) -> np.ndarray:
@@ -181,27 +173,6 @@ def profile_from_increase(increase: np.ndarray) -> np.ndarray:
         return np.where(total > 0, positive / total, np.nan)
 
 
-def lag_frame(panel: Panel, profile: np.ndarray, kind: str, z: np.ndarray | None = None,
-              internal: np.ndarray | None = None) -> pd.DataFrame:
-    """lags.csv: entity, z, omega_1..omega_K, kstar, kstar_kind, [internal_1..K, kstar_internal], truth columns."""
-    table = pd.DataFrame({"entity": panel.entities, "z": np.nan if z is None else z})
-    for k in range(profile.shape[1]):
-        table[f"omega_{k + 1}"] = profile[:, k]
-    table["kstar"] = lags.effective_lag(profile)
-    table["kstar_kind"] = kind
-    if internal is not None:
-        for k in range(internal.shape[1]):
-            table[f"internal_{k + 1}"] = internal[:, k]
-        table["kstar_internal"] = lags.effective_lag(internal)
-    for key in ("kstar_true", "dgp_mean_lag"):
-        if key in panel.truth:
-            table[key] = panel.truth[key]
-    return table
-
-
-INTERNAL_KIND = {"tft": "TFT variable-selection weights", "ganet": "GA-Net attention over open gates"}
-
-
 def lag_table(result: FitResult, panel: Panel) -> pd.DataFrame:
     """Structural omega and k* for AC-GATE models; for neural baselines the diagnostic occlusion profile, with
     their internal lag weights (averaged over time) beside it."""
@@ -210,11 +181,11 @@ def lag_table(result: FitResult, panel: Panel) -> pd.DataFrame:
         with torch.no_grad():
             z = model.score(b.proxies)
             omega = model.lag_weights(z).cpu().numpy()
-        return lag_frame(panel, omega, "structural", z=z.squeeze(1).cpu().numpy())
+        return lags.lag_frame(panel, omega, "structural", z=z.squeeze(1).cpu().numpy())
     with torch.no_grad():
         out = model(*b.inputs())
     internal = None if out.internal is None else out.internal.mean(dim=1).cpu().numpy()
-    return lag_frame(panel, profile_from_increase(occlusion_increase(model, b)), "diagnostic: occlusion",
+    return lags.lag_frame(panel, profile_from_increase(occlusion_increase(model, b)), "diagnostic: occlusion",
                      internal=internal)
 
 
