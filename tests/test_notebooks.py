@@ -73,9 +73,11 @@ def test_suite_runs_training_through_papermill_and_resumes(suite_runs, workspace
     metrics = seed_dir / "uniform_lag" / "metrics.json"
     stale = json.loads(metrics.read_text()) | {"params_hash": "other"}
     metrics.write_text(json.dumps(stale))
+    untouched = (seed_dir / "acgate" / "metrics.json").stat().st_mtime_ns
     suite.run(["synthetic_linear"], 1, 1, SMOKE, str(suite_runs), str(workspace / "data"))
     assert "1 (domain, seed) jobs to run" in capsys.readouterr().out
     assert json.loads(metrics.read_text())["params_hash"] != "other"
+    assert (seed_dir / "acgate" / "metrics.json").stat().st_mtime_ns == untouched  # only the stale method reran
 
 
 def test_training_notebook_reproduces_and_nbval_can_fail(suite_runs, workspace):

@@ -121,3 +121,19 @@ def test_download_extracts_the_member_of_a_dataset_archive(server, tmp_path):
     assert (tmp_path / "pwt110.dta").read_bytes() == b"stata bytes"
     assert record["sha256"] == hashlib.sha256(b"stata bytes").hexdigest()
     assert leftovers(tmp_path) == ["pwt110.dta", "pwt110.dta.source.json"]
+
+
+def test_domains_without_their_input_files_are_skipped_with_the_reason(tmp_path, monkeypatch):
+    from acgate.config import load_params
+    from acgate.suite import missing_inputs
+
+    monkeypatch.setenv("ACGATE_RAW_DIR", str(tmp_path))
+    energy = load_params(ROOT / "params" / "energy.yaml")
+    why = missing_inputs(energy, ROOT)
+    assert "make data" in why
+    assert all(n in why for n in ("owid-co2-data.csv", "owid-energy-data.csv", "wgidataset.xlsx"))
+    economics = load_params(ROOT / "params" / "economics.yaml")
+    assert "pwt110.dta not found" in missing_inputs(economics, ROOT)
+    (tmp_path / "pwt110.csv").write_text("countrycode,year\n")  # an accepted form of the PWT file
+    assert missing_inputs(economics, ROOT) == ""
+    assert [p.name for p in sources.locate_inputs(economics, ROOT)[0]] == ["pwt110.csv"]

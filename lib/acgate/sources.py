@@ -63,17 +63,17 @@ def require_columns(frame: pd.DataFrame, columns: list[str], source: str) -> Non
 # --- readers of the official files
 
 
+PWT_READERS = {"pwt110.dta": pd.read_stata, "pwt110.csv": pd.read_csv,
+               "pwt110.xlsx": lambda p: pd.read_excel(p, sheet_name="Data")}  # the official file first
+
+
 def read_pwt(directory: Path) -> pd.DataFrame:
     """Penn World Table 11.0 from ``pwt110.dta`` (or its ``pwt110.csv`` / ``pwt110.xlsx`` forms)."""
-    for name, reader in (("pwt110.dta", pd.read_stata), ("pwt110.csv", pd.read_csv),
-                         ("pwt110.xlsx", lambda p: pd.read_excel(p, sheet_name="Data"))):
-        if (Path(directory) / name).is_file():
-            frame = reader(Path(directory) / name)
-            require_columns(frame, ["countrycode", "year", "ctfp", "ck", "rgdpna", "rnna", "hc", "emp", "avh"],
-                            str(Path(directory) / name))
-            return frame
-    _input(directory, "pwt110.dta")
-    raise AssertionError("unreachable")
+    found = [name for name in PWT_READERS if (Path(directory) / name).is_file()]
+    path = Path(directory) / found[0] if found else _input(directory, "pwt110.dta")
+    frame = PWT_READERS[path.name](path)
+    require_columns(frame, ["countrycode", "year", "ctfp", "ck", "rgdpna", "rnna", "hc", "emp", "avh"], str(path))
+    return frame
 
 
 def read_wgi(directory: Path) -> pd.DataFrame:
@@ -170,7 +170,7 @@ def load_csv(path: Path, entity_column: str, time_column: str) -> pd.DataFrame:
     return frame
 
 
-LOADER_FILES = {"pwt": ["pwt110.dta"], "owid_wgi": ["owid-co2-data.csv", "owid-energy-data.csv", "wgidataset.xlsx"]}
+LOADER_FILES = {"owid_wgi": ["owid-co2-data.csv", "owid-energy-data.csv", "wgidataset.xlsx"]}
 
 
 def sha256(path: Path) -> str:
@@ -181,16 +181,22 @@ def sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def input_files(params, root: Path) -> list[dict]:
-    """The input files a domain's loader reads, with size and sha256, for the data manifest."""
+def locate_inputs(params, root: Path) -> tuple[list[Path], list[Path]]:
+    """The input files a domain's loader reads: (present, missing)."""
     data = params.data
     if data.loader == "csv":
-        paths = [Path(root) / data.csv_file]
+        wanted = [Path(root) / data.csv_file]
+    elif data.loader == "pwt":
+        forms = [raw_dir(root) / name for name in PWT_READERS]
+        wanted = [next((p for p in forms if p.is_file()), forms[0])]
     else:
-        paths = [raw_dir(root) / name for name in LOADER_FILES[data.loader]]
-        if data.loader == "pwt" and not paths[0].is_file():
-            paths = [p for p in (raw_dir(root) / n for n in ("pwt110.csv", "pwt110.xlsx")) if p.is_file()][:1]
-    return [{"file": str(p), "bytes": p.stat().st_size, "sha256": sha256(p)} for p in paths if p.is_file()]
+        wanted = [raw_dir(root) / name for name in LOADER_FILES[data.loader]]
+    return [p for p in wanted if p.is_file()], [p for p in wanted if not p.is_file()]
+
+
+def input_files(params, root: Path) -> list[dict]:
+    """The input files a domain's loader reads, with size and sha256, for the data manifest."""
+    return [{"file": str(p), "bytes": p.stat().st_size, "sha256": sha256(p)} for p in locate_inputs(params, root)[0]]
 
 
 # --- downloads

@@ -56,14 +56,11 @@ def missing_inputs(params: Params, root: Path) -> str:
     """Why a domain cannot be prepared here ('' when its inputs are present)."""
     if params.data is None:
         return ""
-    if params.data.loader == "csv":
-        path = root / params.data.csv_file
-        return "" if path.is_file() else f"{path} not found"
-    directory = sources.raw_dir(root)
-    absent = [n for n in sources.LOADER_FILES[params.data.loader] if not (directory / n).is_file()]
-    if params.data.loader == "pwt" and absent and any((directory / n).is_file() for n in ("pwt110.csv", "pwt110.xlsx")):
-        absent = []
-    return f"{', '.join(absent)} not in {directory} (run `make data`, or set ACGATE_RAW_DIR)" if absent else ""
+    absent = sources.locate_inputs(params, root)[1]
+    if not absent:
+        return ""
+    hint = "" if params.data.loader == "csv" else " (run `make data`, or set ACGATE_RAW_DIR)"
+    return f"{', '.join(map(str, absent))} not found{hint}"
 
 
 def prep(domains: list[str], profile: str, data_dir: str) -> list[str]:
@@ -125,17 +122,18 @@ def run(domains: list[str], n_seeds: int | None, jobs: int, profile: str, runs_d
     for domain in domains:
         params = load_params(root / "params" / f"{domain}.yaml", root / profile if profile else None)
         for seed in range(n_seeds if n_seeds is not None else params.n_seeds):
-            if pending(params, seed, runs_root):
-                grid.append((domain, seed))
+            todo = pending(params, seed, runs_root)
+            if todo:
+                grid.append((domain, seed, todo))
     print(f"suite: {len(grid)} (domain, seed) jobs to run with {jobs} parallel job(s); finished ones are kept",
           flush=True)
     start, failures = time.perf_counter(), []
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         futures = {}
-        for domain, seed in grid:
+        for domain, seed, todo in grid:  # only the missing or stale methods are trained again
             output = runs_root / domain / f"seed{seed:02d}" / "03_train.ipynb"
-            parameters = {"domain": domain, "seed": seed, "profile_file": profile, "runs_dir": runs_dir,
-                          "data_dir": data_dir}
+            parameters = {"domain": domain, "seed": seed, "methods": todo, "profile_file": profile,
+                          "runs_dir": runs_dir, "data_dir": data_dir}
             futures[pool.submit(execute_notebook, root / "notebooks" / "03_train.py", output, parameters,
                                 root / "notebooks")] = (domain, seed)
         for done, future in enumerate(as_completed(futures), 1):
