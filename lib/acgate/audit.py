@@ -304,11 +304,11 @@ def _l2_summary(runs, l2, info, proxy_names: set[str], cfg: AuditConfig) -> pd.D
         tested = g[g.rho.notna()]
         signs = np.sign(tested.rho)
         pooled_rho, pooled_p, pooled_note = _seed_pooled(runs, l2, info, method, stratifier, cfg)
-        share_overlap, closest = overlap.get(stratifier, (np.nan, ""))
+        proxy_rho, closest = overlap.get(stratifier, (np.nan, ""))
         rows.append({
             "method": method, "kstar_kind": g.kstar_kind.iloc[0], "stratifier": stratifier,
-            "circular": bool(stratifier in proxy_names or share_overlap >= cfg.circular_threshold),
-            "max_abs_spearman_with_proxy": share_overlap, "closest_proxy": closest,
+            "circular": bool(stratifier in proxy_names or proxy_rho >= cfg.circular_threshold),
+            "max_abs_spearman_with_proxy": proxy_rho, "closest_proxy": closest,
             "seeds_tested": len(tested), "seeds_skipped": int((g.skipped != "").sum()),
             "mean_abs_rho": tested.rho.abs().mean(), "median_rho": tested.rho.median(),
             "share_p_below_alpha": (tested.p_perm < cfg.alpha).mean() if len(tested) else np.nan,

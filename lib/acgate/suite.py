@@ -167,13 +167,9 @@ def audit(domains: list[str], profile: str, runs_dir: str, data_dir: str) -> Non
 
 
 def verdict_table(runs_root: Path, domains: list[str]) -> pd.DataFrame:
-    """Domains x layers, each cell the verdict for the reference method, from runs/<domain>/audit/verdicts.json."""
-    rows = {}
-    for domain in domains:
-        path = runs_root / domain / "audit" / "verdicts.json"
-        if path.is_file():
-            rows[domain] = {layer: cell["verdict"] for layer, cell in json.loads(path.read_text())["verdicts"].items()}
-    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("domain").reset_index()
+    """Domains x layers, each cell the verdict for the reference method, from the written audits."""
+    audited = [runs_root / d / "audit" for d in domains if (runs_root / d / "audit" / "verdicts.json").is_file()]
+    return audit_lib.verdict_matrix([audit_lib.read_audit(a) for a in audited]).reset_index()
 
 
 def collect(runs_root: Path, domain: str) -> pd.DataFrame:
