@@ -1,22 +1,30 @@
 # Front door of the repository. `make paper` runs the main job, `make test` the tests; both set up
 # the virtual environment in .venv on first use (CPU PyTorch 2.13.0 plus this package and its extras).
-#   make paper            the main job: 01_data_prep for the real domains whose input files are present, the
-#                         20-seed suite of every available domain (03_train), its audit (04_audit), the tables
-#   make quick            the same with 3 seeds
+#   make paper            the main job (workflow/Snakefile): 01_data_prep for the real domains whose input files are
+#                         present, the 20-seed grid of every available domain (02_synthetic_dgp, 03_train), the
+#                         audits (04_audit), the report (05_report: tables/, figures/) and the HTML view of every
+#                         executed notebook (runs/html/index.html); it names the domains it skipped and why
+#   make quick            the same grid with 3 seeds into runs/quick/ (tables and figures there too)
+#   make dry-run          list the jobs `make paper` would run, and why, without running them
+#   make unlock           release the workflow's lock after a hard kill or power loss, then rerun `make paper`
 #   make data             download the official input files into data/raw (or $ACGATE_RAW_DIR)
 #   make example          generate the example panel data/raw/example_panel.csv (params/example_panel.yaml)
-#   make test             ruff + pytest (unit, notebook and nbval tests; about 2 minutes on 2 cores)
+#   make test             ruff + pytest (unit, notebook, nbval and workflow tests; about 3 minutes on 2 cores)
 #   make notebooks        pair notebooks/*.py with .ipynb files for JupyterLab (the .py files stay the source)
-# Variables: JOBS (parallel notebook runs, default: number of cores), SEEDS (override the seed count).
+# Variables: JOBS (parallel jobs, default: number of cores; each job uses one thread), CONFIG (workflow config
+# overrides, e.g. CONFIG="seeds=5 'domains=[synthetic_linear]'"), SNAKEMAKE_PROFILE (e.g. workflow/profiles/slurm).
 
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
-SEEDS ?=
-SEED_ARG := $(if $(SEEDS),--seeds $(SEEDS),)
+CONFIG ?=
+SNAKEMAKE_PROFILE ?=
+SNAKEMAKE = $(VENV)/bin/snakemake --snakefile workflow/Snakefile --cores $(JOBS) --rerun-incomplete --keep-going \
+	$(if $(SNAKEMAKE_PROFILE),--profile $(SNAKEMAKE_PROFILE))
+QUICK := seeds=3 runs_dir=runs/quick tables_dir=runs/quick/tables figures_dir=runs/quick/figures
 
-.PHONY: setup paper quick data example test lint notebooks clean-runs
+.PHONY: setup paper quick dry-run unlock data example test lint notebooks clean-runs
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,10 +36,16 @@ $(VENV)/.installed: pyproject.toml
 setup: $(VENV)/.installed
 
 paper: setup
-	$(PY) -m acgate.suite paper --jobs $(JOBS) $(SEED_ARG)
+	$(SNAKEMAKE) $(if $(CONFIG),--config $(CONFIG))
 
 quick: setup
-	$(PY) -m acgate.suite paper --jobs $(JOBS) --seeds 3 --runs-dir runs/quick --tables-dir runs/quick/tables
+	$(SNAKEMAKE) --config $(QUICK) $(CONFIG)
+
+dry-run: setup
+	$(SNAKEMAKE) --dry-run --quiet rules $(if $(CONFIG),--config $(CONFIG))
+
+unlock: setup
+	$(SNAKEMAKE) --unlock $(if $(CONFIG),--config $(CONFIG))
 
 data: setup
 	$(PY) -m acgate.sources download

@@ -191,7 +191,7 @@ def test_incomplete_runs_folder_is_reported_and_the_rest_is_audited(tmp_path, pa
 
 
 def test_missing_domain_is_a_clear_error(tmp_path, params):
-    with pytest.raises(FileNotFoundError, match="no runs for domain 'absent'.*acgate.suite run --domains absent"):
+    with pytest.raises(FileNotFoundError, match=r"no runs for domain 'absent'.*make paper CONFIG='domains=\[absent\]'"):
         audit.audit_domain(params("absent"), tmp_path / "runs", tmp_path / "data")
 
 

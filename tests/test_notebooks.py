@@ -1,5 +1,6 @@
-"""The notebooks run headlessly (Jupytext -> Papermill) under the smoke profile, the suite resumes, and a
-re-execution reproduces the cells marked NBVAL_CHECK_OUTPUT exactly (nbval, lax mode)."""
+"""The notebooks run headlessly (Jupytext -> Papermill) under the smoke profile, and a re-execution
+reproduces the cells marked NBVAL_CHECK_OUTPUT exactly (nbval, lax mode). The workflow that runs them in a
+grid is tested in test_workflow.py."""
 
 import json
 import os
@@ -7,12 +8,14 @@ import subprocess
 import sys
 
 import nbformat
+import numpy as np
 import pandas as pd
 import pytest
 import yaml
 
-from acgate import suite
+from acgate import report
 from acgate.example import write_example
+from acgate.notebook import execute_notebook
 from tests.conftest import ROOT
 from tests.test_sources import SHARED, needs_data
 
@@ -27,16 +30,18 @@ def workspace(tmp_path_factory):
 @pytest.fixture(scope="module")
 def dgp_notebook(workspace):
     out = workspace / "02_synthetic_dgp.ipynb"
-    suite.execute_notebook(ROOT / "notebooks" / "02_synthetic_dgp.py", out,
-                           {"domain": "synthetic_nonlinear", "seed": 1, "profile_file": SMOKE,
-                            "data_dir": str(workspace / "data")}, ROOT / "notebooks")
+    execute_notebook(ROOT / "notebooks" / "02_synthetic_dgp.py", out,
+                     {"domain": "synthetic_nonlinear", "seed": 1, "profile_file": SMOKE,
+                      "data_dir": str(workspace / "data")})
     return out
 
 
 @pytest.fixture(scope="module")
 def suite_runs(workspace):
     runs = workspace / "runs"
-    suite.run(["synthetic_linear"], 1, 1, SMOKE, str(runs), str(workspace / "data"))
+    execute_notebook(ROOT / "notebooks" / "03_train.py", runs / "synthetic_linear" / "seed00" / "03_train.ipynb",
+                     {"domain": "synthetic_linear", "seed": 0, "profile_file": SMOKE, "runs_dir": str(runs),
+                      "data_dir": str(workspace / "data")})
     return runs
 
 
@@ -61,23 +66,13 @@ def test_dgp_notebook_writes_the_panel_and_reproduces(dgp_notebook, workspace):
     assert result.returncode == 0, result.stdout[-3000:]
 
 
-def test_suite_runs_training_through_papermill_and_resumes(suite_runs, workspace, capsys):
+def test_training_notebook_writes_every_method_and_its_log(suite_runs):
     seed_dir = suite_runs / "synthetic_linear" / "seed00"
     assert (seed_dir / "03_train.ipynb").is_file() and (seed_dir / "03_train.log").is_file()
     for method in ("acgate", "no_ac_encoder", "uniform_lag", "no_recon_reg", "plain_lstm", "tft", "ganet"):
         assert (seed_dir / method / "metrics.json").is_file()
-    assert not list(seed_dir.glob(".*partial*"))
-    suite.run(["synthetic_linear"], 1, 1, SMOKE, str(suite_runs), str(workspace / "data"))
-    assert "0 (domain, seed) jobs to run" in capsys.readouterr().out
-    # a run recorded under other parameters is stale and is redone
-    metrics = seed_dir / "uniform_lag" / "metrics.json"
-    stale = json.loads(metrics.read_text()) | {"params_hash": "other"}
-    metrics.write_text(json.dumps(stale))
-    untouched = (seed_dir / "acgate" / "metrics.json").stat().st_mtime_ns
-    suite.run(["synthetic_linear"], 1, 1, SMOKE, str(suite_runs), str(workspace / "data"))
-    assert "1 (domain, seed) jobs to run" in capsys.readouterr().out
-    assert json.loads(metrics.read_text())["params_hash"] != "other"
-    assert (seed_dir / "acgate" / "metrics.json").stat().st_mtime_ns == untouched  # only the stale method reran
+    assert not list(seed_dir.glob(".*partial*")) and not list(seed_dir.glob(".*input*"))
+    assert "epoch" in (seed_dir / "03_train.log").read_text()  # the training progress streams into the log
 
 
 def test_training_notebook_reproduces_and_nbval_can_fail(suite_runs, workspace):
@@ -94,10 +89,11 @@ def test_training_notebook_reproduces_and_nbval_can_fail(suite_runs, workspace):
     assert nbval(tampered, workspace).returncode != 0
 
 
-def test_audit_notebook_writes_the_audit_and_reproduces(suite_runs, workspace, capsys):
-    suite.audit(["synthetic_linear"], SMOKE, str(suite_runs), str(workspace / "data"))
-    assert "audit synthetic_linear: L0 " in capsys.readouterr().out
+def test_audit_notebook_writes_the_audit_and_reproduces(suite_runs, workspace):
     audit_dir = suite_runs / "synthetic_linear" / "audit"
+    execute_notebook(ROOT / "notebooks" / "04_audit.py", audit_dir / "04_audit.ipynb",
+                     {"domain": "synthetic_linear", "profile_file": SMOKE, "runs_dir": str(suite_runs),
+                      "data_dir": str(workspace / "data")})
     for name in ("l0", "l1", "l2", "l2_summary", "l3", "wilcoxon", "kstar_by_entity"):
         assert (audit_dir / f"{name}.csv").is_file()
     verdicts = json.loads((audit_dir / "verdicts.json").read_text())
@@ -108,23 +104,23 @@ def test_audit_notebook_writes_the_audit_and_reproduces(suite_runs, workspace, c
     assert len(checked_cells(executed)) == 1
     result = nbval(executed, workspace)
     assert result.returncode == 0, result.stdout[-3000:]
-    matrix = suite.verdict_table(suite_runs, ["synthetic_linear", "synthetic_nonlinear"])
+    matrix = report.verdict_table(report.audits(suite_runs, ["synthetic_linear", "synthetic_nonlinear"]))
     assert list(matrix.domain) == ["synthetic_linear"]
     assert list(matrix.iloc[0, 1:]) == [verdicts["verdicts"][k]["verdict"] for k in ("L0", "L1", "L2", "L3")]
 
 
-def test_summary_table_reads_the_runs(suite_runs, workspace):
-    summary = suite.recovery_table(suite_runs, ["synthetic_linear"])
-    assert set(summary.method) == {"acgate", "no_ac_encoder", "uniform_lag", "no_recon_reg", "plain_lstm", "tft",
-                                   "ganet"}
-    kinds = summary.set_index("method")["k* kind"]
-    assert kinds["acgate"] == "structural" and kinds["tft"] == "diagnostic: occlusion"
-    row = summary.set_index("method").loc["uniform_lag"]
-    assert row["Spearman vs lag centre"] == "undefined (k* or truth constant)" and row["k* sd"] == "0.000 (0.000)"
-    assert summary.set_index("method").loc["acgate", "paper Spearman"] == 0.945
+def test_summary_table_reads_the_runs(suite_runs):
+    summary = report.synthetic_summary(suite_runs, ["synthetic_linear"]).set_index("method")
+    assert list(summary.index) == ["acgate", "no_ac_encoder", "uniform_lag", "no_recon_reg", "plain_lstm", "tft",
+                                   "ganet"]
+    assert summary.kstar_kind["acgate"] == "structural" and summary.kstar_kind["tft"] == "diagnostic: occlusion"
+    assert np.isnan(summary.spearman_lag_centre_mean["uniform_lag"]) and summary.kstar_sd_mean["uniform_lag"] == 0
     lags = pd.read_csv(suite_runs / "synthetic_linear" / "seed00" / "acgate" / "lags.csv")
-    mae = (lags.kstar - lags.kstar_true).abs().mean()
-    assert summary.set_index("method").loc["acgate", "k* MAE vs lag centre"] == f"{mae:.3f} (0.000)"
+    assert summary.mae_lag_centre_mean["acgate"] == pytest.approx((lags.kstar - lags.kstar_true).abs().mean())
+    assert np.isnan(summary.mae_lag_centre_sd["acgate"])  # one seed: no sd
+    shown = report.display(summary.reset_index()).set_index("method")
+    assert shown.loc["Uniform-Lag", "spearman_lag_centre"] == "undefined"
+    assert shown.loc["AC-GATE", "mae_lag_centre"] == f"{(lags.kstar - lags.kstar_true).abs().mean():.3f}"
 
 
 def test_data_prep_notebook_on_a_users_panel(workspace):
@@ -134,9 +130,9 @@ def test_data_prep_notebook_on_a_users_panel(workspace):
     params_file = workspace / "own" / "example_panel.yaml"
     params_file.write_text(yaml.safe_dump(spec))
     out = workspace / "own" / "01_data_prep.ipynb"
-    suite.execute_notebook(ROOT / "notebooks" / "01_data_prep.py", out,
-                           {"domain": "example_panel", "params_file": str(params_file),
-                            "data_dir": str(workspace / "own" / "data")}, ROOT / "notebooks")
+    execute_notebook(ROOT / "notebooks" / "01_data_prep.py", out,
+                     {"domain": "example_panel", "params_file": str(params_file),
+                      "data_dir": str(workspace / "own" / "data")})
     processed = workspace / "own" / "data" / "processed" / "example_panel"
     assert pd.read_csv(processed / "entities.csv").kept.sum() == 40
     manifest = json.loads((processed / "manifest.json").read_text())
@@ -149,8 +145,8 @@ def test_data_prep_notebook_on_a_users_panel(workspace):
 def test_data_prep_notebook_on_the_real_economics_panel(workspace, monkeypatch):
     monkeypatch.setenv("ACGATE_RAW_DIR", str(SHARED))
     out = workspace / "econ" / "01_data_prep.ipynb"
-    suite.execute_notebook(ROOT / "notebooks" / "01_data_prep.py", out,
-                           {"domain": "economics", "data_dir": str(workspace / "econ" / "data")}, ROOT / "notebooks")
+    execute_notebook(ROOT / "notebooks" / "01_data_prep.py", out,
+                     {"domain": "economics", "data_dir": str(workspace / "econ" / "data")})
     report = pd.read_csv(workspace / "econ" / "data" / "processed" / "economics" / "entities.csv")
     assert report.kept.sum() == 88
     reasons = report[~report.kept].reason.str.replace(r"\d\.\d\d", "x", regex=True).value_counts()

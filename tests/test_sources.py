@@ -125,7 +125,7 @@ def test_download_extracts_the_member_of_a_dataset_archive(server, tmp_path):
 
 def test_domains_without_their_input_files_are_skipped_with_the_reason(tmp_path, monkeypatch):
     from acgate.config import load_params
-    from acgate.suite import missing_inputs
+    from acgate.sources import missing_inputs
 
     monkeypatch.setenv("ACGATE_RAW_DIR", str(tmp_path))
     energy = load_params(ROOT / "params" / "energy.yaml")

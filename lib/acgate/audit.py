@@ -151,7 +151,7 @@ def load_runs(runs_root: Path, domain: str) -> tuple[list[Run], list[str]]:
     domain_dir = Path(runs_root) / domain
     if not domain_dir.is_dir():
         raise FileNotFoundError(f"no runs for domain '{domain}': {domain_dir} does not exist; train it first "
-                                f"(notebooks/03_train.py or python -m acgate.suite run --domains {domain})")
+                                f"(notebooks/03_train.py, or the workflow: make paper CONFIG='domains=[{domain}]')")
     runs, problems = [], []
     for method_dir in sorted(domain_dir.glob("seed*/*/")):
         if not method_dir.name.isidentifier() or method_dir.parent.name == "audit":

@@ -354,6 +354,15 @@ def _read_with_base(path: Path) -> dict:
     return data
 
 
+def source_files(path: str | Path, overlay: str | Path | None = None) -> list[Path]:
+    """The files ``load_params(path, overlay)`` reads: the params file, the chain of files it ``extends``, the
+    overlay. A change to any of them makes a run stale (the workflow lists them as inputs)."""
+    files = [Path(path)]
+    while "extends" in (data := _read_yaml(files[-1])):
+        files.append(files[-1].parent / data["extends"])
+    return files + ([Path(overlay)] if overlay else [])
+
+
 def load_params(path: str | Path, overlay: str | Path | None = None) -> Params:
     """Load ``path`` (a domain's params file), optionally overlaid by a profile such as ``params/smoke.yaml``."""
     path = Path(path)

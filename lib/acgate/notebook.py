@@ -1,11 +1,38 @@
-"""Helpers the notebooks share: finding the project root and resolving a domain's params file."""
+"""Running the notebooks: the project root, a domain's params file, headless execution and an HTML view.
+
+    python -m acgate.notebook run notebooks/03_train.py runs/synthetic_linear/seed00/03_train.ipynb \\
+        domain=synthetic_linear seed=0 'methods=[acgate, tft]'
+    python -m acgate.notebook html runs/html/index.html runs/*/seed*/03_train.ipynb ...
+
+``run`` turns the percent-format notebook into an ``.ipynb`` with Jupytext and executes it with Papermill, one
+``key=value`` per notebook parameter (values are parsed as YAML). This is what every rule of the workflow
+(``workflow/Snakefile``) runs. The executed copy appears at the output path only when every cell ran; the
+notebook's output streams into ``<output>.log`` while it runs (``tail -f`` it to follow a long step), and a
+failed run leaves its partly executed copy beside it as ``.<name>.partial.ipynb`` for inspection.
+
+``html`` converts executed notebooks to HTML (nbconvert) beside an index page that lists them by domain and
+seed with their run time, so a reader can browse what ran without starting Jupyter. A page newer than its
+notebook is kept.
+"""
 
 from __future__ import annotations
 
+import argparse
+import html
 import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
+import jupytext
+import nbformat
+import yaml
+
 from acgate.config import Params, load_params
+
+# each notebook process does its numerical work on one thread, so N parallel jobs use N cores
+SINGLE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 
 
 def project_root(start: Path | None = None) -> Path:
@@ -29,3 +56,111 @@ def resolve(domain: str, params_file: str = "", profile_file: str = "") -> tuple
     if params.domain != domain:
         raise ValueError(f"{path} is for domain '{params.domain}', but the notebook was asked for '{domain}'")
     return params, root
+
+
+def execute_notebook(notebook: Path, output: Path, parameters: dict, cwd: Path | None = None) -> float:
+    """Convert a percent-format notebook with Jupytext and execute it with Papermill into ``output`` (working
+    directory ``cwd``, default the notebook's folder); returns the wall seconds. The executed copy appears only
+    when the run succeeded; the log is kept either way."""
+    notebook, output = Path(notebook), Path(output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    source = output.with_name(f".{output.stem}.input.ipynb")
+    partial = output.with_name(f".{output.stem}.partial.ipynb")
+    partial.unlink(missing_ok=True)  # from an earlier failed or killed run
+    jupytext.write(jupytext.read(notebook), source)
+    cmd = [sys.executable, "-m", "papermill", "--log-output", "--log-level", "INFO", "--cwd",
+           str(cwd or notebook.parent), str(source), str(partial)]
+    for key, value in parameters.items():
+        cmd += ["-y", yaml.safe_dump({key: value}, default_flow_style=True).strip()]
+    start = time.perf_counter()
+    with open(output.with_suffix(".log"), "w") as log:
+        done = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **SINGLE_THREAD})
+    source.unlink(missing_ok=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"{notebook.name} failed with {parameters}; see {output.with_suffix('.log')} "
+                           f"and the partly executed {partial}")
+    os.replace(partial, output)
+    return time.perf_counter() - start
+
+
+def _where(notebook: Path) -> tuple[str, str]:
+    """(domain, seed folder or '') of an executed notebook from its place in the layout (DESIGN section 3)."""
+    parent = notebook.parent
+    if parent.name.startswith("seed"):
+        return parent.parent.name, parent.name
+    if parent.name == "audit":
+        return parent.parent.name, ""
+    return parent.name, ""
+
+
+def html_view(index: Path, notebooks: list[Path]) -> list[Path]:
+    """Write each notebook as HTML under ``index``'s folder (mirroring its path) and the index page; returns the
+    pages written or refreshed."""
+    from nbconvert import HTMLExporter
+
+    index = Path(index)
+    exporter = HTMLExporter()
+    rows, written = [], []
+    for notebook in sorted(map(Path, notebooks)):
+        try:  # pages mirror the notebooks' paths below the working directory (else their absolute path)
+            relative = notebook.resolve().relative_to(Path.cwd().resolve())
+        except ValueError:
+            relative = Path(*notebook.resolve().parts[1:])
+        page = index.parent / relative.with_suffix(".html")
+        nb = nbformat.read(notebook, as_version=4)
+        if not page.is_file() or page.stat().st_mtime < notebook.stat().st_mtime:
+            body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": notebook.stem}})
+            page.parent.mkdir(parents=True, exist_ok=True)
+            page.write_text(body)
+            written.append(page)
+        domain, seed = _where(notebook)
+        seconds = nb.metadata.get("papermill", {}).get("duration")
+        rows.append((domain, seed, notebook.stem, page.relative_to(index.parent).as_posix(), seconds, str(relative)))
+    sections = []
+    for domain in dict.fromkeys(r[0] for r in rows):
+        items = "\n".join(
+            f'<tr><td>{html.escape(seed)}</td><td><a href="{html.escape(link)}">{html.escape(step)}</a></td>'
+            f'<td>{"" if seconds is None else f"{seconds:.0f} s"}</td><td><code>{html.escape(source)}</code></td></tr>'
+            for d, seed, step, link, seconds, source in rows if d == domain)
+        sections.append(f"<h2>{html.escape(domain)}</h2>\n<table><tr><th>seed</th><th>notebook</th><th>run time</th>"
+                        f"<th>executed copy</th></tr>\n{items}\n</table>")
+    style = ("body{font-family:sans-serif;max-width:60em;margin:2em auto}table{border-collapse:collapse}"
+             "td,th{padding:2px 12px;text-align:left;border-bottom:1px solid #ddd}")
+    index.parent.mkdir(parents=True, exist_ok=True)
+    index.write_text(f"<!doctype html><html><head><meta charset='utf-8'><title>Executed notebooks</title>"
+                     f"<style>{style}</style></head><body><h1>Executed notebooks</h1><p>{len(rows)} notebooks, "
+                     f"grouped by domain.</p>\n" + "\n".join(sections) + "\n</body></html>\n")
+    return written
+
+
+def _parameter(text: str) -> tuple[str, object]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected key=value, got {text!r}")
+    return key, yaml.safe_load(value) if value else ""
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m acgate.notebook", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="execute one notebook with Papermill")
+    run.add_argument("notebook", type=Path, help="percent-format notebook, e.g. notebooks/03_train.py")
+    run.add_argument("output", type=Path, help="where the executed .ipynb goes")
+    run.add_argument("parameters", nargs="*", type=_parameter, help="notebook parameters as key=value (YAML)")
+    view = sub.add_parser("html", help="HTML pages of executed notebooks and an index page")
+    view.add_argument("index", type=Path, help="the index page, e.g. runs/html/index.html")
+    view.add_argument("notebooks", nargs="+", type=Path, help="executed .ipynb files")
+    args = parser.parse_args(argv)
+    if args.command == "html":
+        written = html_view(args.index, args.notebooks)
+        print(f"{args.index}: {len(args.notebooks)} notebooks, {len(written)} pages written", flush=True)
+        return
+    try:
+        seconds = execute_notebook(args.notebook, args.output, dict(args.parameters))
+    except RuntimeError as err:
+        raise SystemExit(str(err)) from None
+    print(f"{args.output} ({seconds:.0f} s)", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -230,7 +230,8 @@ def panel_for_training(params: Params, seed: int, data_root: Path) -> Panel:
     directory = Path(data_root) / "processed" / params.domain
     if not (directory / "panel.json").is_file():
         raise FileNotFoundError(f"no processed panel for domain '{params.domain}' in {directory}; run "
-                                f"notebooks/01_data_prep.py (or python -m acgate.suite prep --domains {params.domain})")
+                                f"notebooks/01_data_prep.py, or the workflow: "
+                                f"make paper CONFIG='domains=[{params.domain}]'")
     panel = Panel.load(directory)
     if params.data.proxy_shuffle:
         panel.meta["proxy_permutation"] = [str(e) for e in panel.entities[shuffle_proxies(panel, seed)]]

@@ -89,6 +89,21 @@ def package_versions() -> dict[str, str]:
     return versions
 
 
+def machine() -> dict:
+    """The machine a run used: CPU model, cores, memory, host name and platform."""
+    cpu, memory = platform.processor() or platform.machine(), None
+    try:
+        info = Path("/proc/cpuinfo").read_text()
+        cpu = next(line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name"))
+        kib = next(line.split()[1] for line in Path("/proc/meminfo").read_text().splitlines()
+                   if line.startswith("MemTotal"))
+        memory = round(int(kib) / 2**20, 1)
+    except (OSError, StopIteration):
+        pass
+    return {"cpu": cpu, "cores": os.cpu_count(), "memory_gib": memory, "host": platform.node(),
+            "platform": platform.platform()}
+
+
 def manifest(params: dict, seed: int, device: str, **extra: Any) -> dict:
     """Provenance of one run: parameters, seed, code version, packages, machine and device."""
     return {

@@ -194,6 +194,17 @@ def locate_inputs(params, root: Path) -> tuple[list[Path], list[Path]]:
     return [p for p in wanted if p.is_file()], [p for p in wanted if not p.is_file()]
 
 
+def missing_inputs(params, root: Path) -> str:
+    """Why a domain cannot be prepared here ('' when its inputs are present, or it needs none)."""
+    if params.data is None:
+        return ""
+    absent = locate_inputs(params, root)[1]
+    if not absent:
+        return ""
+    hint = "" if params.data.loader == "csv" else " (run `make data`, or set ACGATE_RAW_DIR)"
+    return f"{', '.join(map(str, absent))} not found{hint}"
+
+
 def input_files(params, root: Path) -> list[dict]:
     """The input files a domain's loader reads, with size and sha256, for the data manifest."""
     return [{"file": str(p), "bytes": p.stat().st_size, "sha256": sha256(p)} for p in locate_inputs(params, root)[0]]

@@ -1,0 +1,135 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 05 Report: every table and figure of the paper, and how our numbers compare
+#
+# Reads the finished runs and the audits of every domain and regenerates the paper's tables and figures,
+# then sets every number the paper reports next to ours.
+#
+# - **Inputs**: `runs/<domain>/seed<NN>/<method>/metrics.json` (03_train), `runs/<domain>/audit/` (04_audit),
+#   `data/processed/<domain>/stratifiers.csv` (01_data_prep), `lib/acgate/paper_numbers.yaml` (the paper's
+#   numbers).
+# - **Outputs**: `tables/<name>.{csv,tex,md}` (numbers in the CSV; "mean (sd)" cells in LaTeX and Markdown),
+#   `figures/<name>.{png,pdf}`, and `tables/run_manifest.json`: the code version, machine, packages and
+#   timing of the runs behind them.
+
+# %% tags=["parameters"]
+domains = ["synthetic_linear", "synthetic_nonlinear"]  # the domains to report (each needs its 04_audit)
+runs_dir = "runs"  # runs and audits are read from <runs_dir>/<domain>/
+data_dir = "data"  # stratifiers are read from <data_dir>/processed/<domain>/
+tables_dir = "tables"  # tables are written here
+figures_dir = "figures"  # figures are written here
+
+# %%
+import json
+import time
+from datetime import UTC, datetime
+
+import matplotlib.pyplot as plt
+import pandas as pd
+from IPython.display import Markdown, display
+
+from acgate import diagrams, report
+from acgate.notebook import project_root
+from acgate.runs import git_sha, machine, package_versions, write_json
+
+root = project_root()
+runs_root, data_root = root / runs_dir, root / data_dir
+tables_root, figures_root = root / tables_dir, root / figures_dir
+pd.set_option("display.width", 200, "display.max_columns", 30, "display.max_colwidth", 60)
+
+# %% [markdown]
+# ## Tables
+# Each table is built from the runs and audits, written as CSV, LaTeX and Markdown, and shown here in the
+# readers' form. A table whose inputs are absent (say, the real panels without their data) is skipped.
+
+# %%
+tables, results = report.build_tables(runs_root, domains)
+for name, frame in tables.items():
+    report.write_table(frame, tables_root, name, report.caption(name))
+print(f"{len(tables)} tables written to {tables_root}: {', '.join(tables)}")
+skipped = [name for name in report.TABLES if name not in tables]
+print("not supported by these runs:", ", ".join(skipped) or "none")
+
+# %%
+for name in ("synthetic_summary", "verdict_matrix", "proxy_shuffle", "controlled_comparison"):
+    if name in tables:
+        display(Markdown(f"**{name}**: {report.caption(name)}"), report.display(tables[name]))
+
+# %% [markdown]
+# ## Figures
+# The case study (stratifier against seed-mean k*), the three-panel evidence figure, the forecast R2 of
+# the real panels, and the two diagrams, each as PNG and PDF.
+
+# %%
+figures = {
+    "case_study": report.case_study_figure(results, data_root),
+    "evidence": report.evidence_figure(tables, results),
+    "forecast_r2": report.forecast_r2_figure(runs_root, results),
+    "use_case": diagrams.use_case(),
+    "architecture": diagrams.architecture(),
+}
+for name, fig in figures.items():
+    if fig is None:
+        print(f"{name}: no real panel among the domains, skipped")
+        continue
+    report.save_figure(fig, figures_root, name)
+    plt.show()
+    plt.close(fig)
+
+# %% [markdown]
+# ## Our numbers next to the paper's
+# One row per number the paper reports. `difference` is ours minus the paper's; verdicts compare as text.
+# The README ("Reproduction") explains where and why they differ.
+
+# %%
+reproduction = tables.get("reproduction", pd.DataFrame())
+numeric = reproduction[pd.to_numeric(reproduction.difference, errors="coerce").notna()]
+print(f"{len(reproduction)} numbers from the paper; {len(numeric)} with a counterpart here")
+display(numeric.assign(abs_diff=numeric.difference.astype(float).abs())
+        .groupby("paper_table").abs_diff.agg(["count", "median", "max"]).round(3))
+display(reproduction[reproduction.paper_table == "verdict_matrix"])
+
+# %% [markdown]
+# ## Run manifest
+# What produced these tables: the report's code version and machine, and the training runs behind them
+# (their code versions, how many were made in the workflow invocation that ended here, and its wall time).
+
+# %%
+manifests = [json.loads(p.read_text()) for d in domains for p in sorted((runs_root / d).glob("seed*/*/manifest.json"))]
+seconds = [json.loads(p.read_text())["seconds"] for d in domains
+           for p in sorted((runs_root / d).glob("seed*/*/metrics.json"))]
+started_file = runs_root / ".workflow_started.json"
+invocation = json.loads(started_file.read_text()) if started_file.is_file() else {}
+started = invocation.get("started")
+record = {
+    "report_git_sha": git_sha(),
+    "created_utc": datetime.now(UTC).isoformat(timespec="seconds"),
+    "machine": machine(),
+    "packages": package_versions(),
+    "domains": {d: {"seeds": len({m["seed"] for m in manifests if m["params"]["domain"] == d}),
+                    "runs": sum(m["params"]["domain"] == d for m in manifests)} for d in domains},
+    "runs_git_sha": sorted({m["git_sha"] for m in manifests}),
+    "training_seconds_total": round(sum(seconds), 1),
+    "workflow": {
+        "started_utc": invocation.get("started_utc"),
+        "wall_minutes_to_report": round((time.time() - started) / 60, 1) if started else None,
+        "runs_made_in_this_invocation": sum(datetime.fromisoformat(m["created_utc"]).timestamp() >= started
+                                            for m in manifests) if started else None,
+        "skipped_domains": invocation.get("skipped", {}),
+    },
+    "tables": sorted(tables), "figures": sorted(n for n, f in figures.items() if f is not None),
+}
+write_json(tables_root / "run_manifest.json", record)
+print(json.dumps({k: v for k, v in record.items() if k != "packages"}, indent=1))
