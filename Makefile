@@ -7,6 +7,8 @@
 #   make quick            the same grid with 3 seeds into runs/quick/ (tables and figures there too)
 #   make dry-run          list the jobs `make paper` would run, and why, without running them
 #   make unlock           release the workflow's lock after a hard kill or power loss, then rerun `make paper`
+#   make bench            speed and memory benchmark (one thread per run; CUDA too when present): prints its figures
+#                         and writes runs/bench/latest.json; BENCH="--repeats 5 --domains synthetic_linear" to narrow
 #   make data             download the official input files into data/raw (or $ACGATE_RAW_DIR)
 #   make example          generate the example panel data/raw/example_panel.csv (params/example_panel.yaml)
 #   make test             ruff + pytest (unit, notebook, nbval and workflow tests; about 3 minutes on 2 cores)
@@ -24,7 +26,7 @@ SNAKEMAKE = $(VENV)/bin/snakemake --snakefile workflow/Snakefile --cores $(JOBS)
 	$(if $(SNAKEMAKE_PROFILE),--profile $(SNAKEMAKE_PROFILE))
 QUICK := seeds=3 runs_dir=runs/quick tables_dir=runs/quick/tables figures_dir=runs/quick/figures
 
-.PHONY: setup paper quick dry-run unlock data example test lint notebooks clean-runs
+.PHONY: setup paper quick dry-run unlock bench data example test lint notebooks clean-runs
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -46,6 +48,9 @@ dry-run: setup
 
 unlock: setup
 	$(SNAKEMAKE) --unlock $(if $(CONFIG),--config $(CONFIG))
+
+bench: setup
+	$(PY) -m acgate.bench $(BENCH)
 
 data: setup
 	$(PY) -m acgate.sources download

@@ -1,0 +1,274 @@
+"""Speed and memory benchmark (``make bench``): prints its figures and writes them to ``runs/bench/``.
+
+    python -m acgate.bench                                  # every method of synthetic_linear (and economics)
+    python -m acgate.bench --repeats 5 --domains synthetic_linear --methods acgate tft
+
+Measures, on this machine:
+
+- **one training run per method and domain** (``train.run_method``, artifacts included) on one CPU thread, each
+  in a fresh process: median wall seconds over ``--repeats`` runs, epochs run, seconds per epoch (training loop
+  only), peak resident memory of the process;
+- **achieved GFLOP/s of AC-GATE training** (floating-point operations of one epoch, counted by PyTorch's
+  ``FlopCounterMode`` on the matrix products, divided by the measured seconds per epoch) against this machine's
+  single-thread float32 matrix-multiply peak, measured in the same run;
+- **the Papermill overhead** of one notebook run: ``03_train`` for AC-GATE through ``acgate.notebook run``
+  against the same ``run_method`` call in a fresh process, split into what Papermill and the kernel cost and what
+  the notebook's own extra cells (plots, tables) cost;
+- **the full-suite wall time** of the last ``make paper`` (from ``tables/run_manifest.json``);
+- the same run timings on CUDA when a GPU is present, with its model and peak GPU memory.
+
+Timings are medians; the spread (min..max) is printed beside each. Run it on an otherwise idle machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+
+import nbformat
+import torch
+
+from acgate.config import Params, load_params
+from acgate.notebook import SINGLE_THREAD, execute_notebook, project_root
+from acgate.runs import git_sha, machine, package_versions, write_json
+
+
+def matmul_peak(threads: int = 1, sizes: tuple[int, ...] = (512, 1024, 2048), repeats: int = 5) -> dict:
+    """Single-thread float32 matrix-multiply throughput (GFLOP/s): the best size's median of ``repeats``."""
+    torch.set_num_threads(threads)
+    best = {}
+    for n in sizes:
+        a, b = torch.rand(n, n), torch.rand(n, n)
+        torch.mm(a, b)  # warm-up
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            torch.mm(a, b)
+            times.append(time.perf_counter() - start)
+        best[n] = 2 * n**3 / statistics.median(times) / 1e9
+    size = max(best, key=best.get)
+    return {"gflops": best[size], "size": size, "by_size": {str(k): round(v, 1) for k, v in best.items()}}
+
+
+def lstm_flops(input_size: int, hidden: int, layers: int, batch: int, steps: int) -> float:
+    """Multiply-add FLOPs of one forward pass of a stacked LSTM: per layer and step, the four gates' products
+    with the input and the previous hidden state (2 * 4H * (I + H) per sample); the pointwise gate arithmetic
+    is left out (under 1 % at these sizes)."""
+    sizes = [input_size] + [hidden] * (layers - 1)
+    return float(sum(2 * batch * steps * 4 * hidden * (i + hidden) for i in sizes))
+
+
+def epoch_flops(params: Params, seed: int = 0, method: str = "acgate") -> float:
+    """Floating-point operations of one training epoch of ``method`` as ``train.fit`` runs it: the training
+    forward and backward pass and the validation forward pass. Matrix products outside the LSTM are counted
+    by PyTorch's FlopCounterMode; the fused LSTM kernel is not visible to it, so its products are counted from
+    the shapes it is called with (:func:`lstm_flops`; backward = twice forward)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from acgate.models import build
+    from acgate.panel import Normalisers
+    from acgate.prep import panel_for_training
+    from acgate.train import Batch, masked_mse, recon_loss
+
+    root = project_root()
+    panel = panel_for_training(params, seed, root / "data")
+    cfg = params.model
+    batch = Batch.build(panel, Normalisers.fit(panel), cfg.max_lag, torch.device("cpu"))
+    model = build(cfg, method, panel.n_entities, panel.X.shape[2], panel.P.shape[1], panel.S.shape[1])
+    lstm = []
+
+    def record(module, inputs, _output):
+        x = inputs[0]
+        batch_size, steps = (x.shape[0], x.shape[1]) if module.batch_first else (x.shape[1], x.shape[0])
+        passes = 3 if torch.is_grad_enabled() else 1  # forward, plus backward (input and weight gradients)
+        lstm.append(passes * lstm_flops(module.input_size, module.hidden_size, module.num_layers, batch_size, steps))
+
+    hooks = [m.register_forward_hook(record) for m in model.modules() if isinstance(m, torch.nn.LSTM)]
+    with FlopCounterMode(display=False) as counter:
+        out = model(*batch.inputs())
+        task = masked_mse(out.y_hat, batch.y, batch.masks["train"])
+        recon = recon_loss(out.p_hat, batch.proxies, cfg.recon_anchor_weight) if out.p_hat is not None else 0
+        (task + model.recon_weight * recon).backward()
+        model.eval()
+        with torch.no_grad():
+            model(*batch.inputs())
+    for hook in hooks:
+        hook.remove()
+    return float(counter.get_total_flops()) + sum(lstm)
+
+
+def _params(domain: str, profile: str) -> Params:
+    root = project_root()
+    return load_params(root / "params" / f"{domain}.yaml", root / profile if profile else None)
+
+
+def timed_runs(domain: str, method: str, seed: int, device: str, profile: str, repeats: int) -> dict:
+    """In this process: one untimed warm-up run (its wall time is kept as ``cold_seconds``: first-call costs such
+    as lazy imports and kernel initialisation), then ``repeats`` timed runs of ``run_method`` (artifacts into a
+    temporary folder); the medians and ranges, and the process's peak resident memory."""
+    from acgate.prep import panel_for_training
+    from acgate.train import run_method
+
+    params = _params(domain, profile)
+    params = replace(params, train=replace(params.train, device=device))
+    panel = panel_for_training(params, seed, project_root() / "data")
+    runs = []
+    for _ in range(repeats + 1):
+        if device == "cuda":
+            torch.cuda.reset_peak_memory_stats()
+        with tempfile.TemporaryDirectory() as folder:
+            start = time.perf_counter()
+            metrics = run_method(panel, params, method, seed, Path(folder), log=lambda line: None)
+            if device == "cuda":
+                torch.cuda.synchronize()
+            runs.append({"wall_seconds": time.perf_counter() - start, "fit_seconds": metrics["seconds"],
+                         "epochs_run": metrics["epochs_run"], "seconds_per_epoch": metrics.get("seconds_per_epoch"),
+                         "peak_gpu_mb": torch.cuda.max_memory_allocated() / 2**20 if device == "cuda" else None})
+    out = {"cold_seconds": runs[0]["wall_seconds"], "repeats": repeats,
+           "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    for key in ("wall_seconds", "fit_seconds", "seconds_per_epoch", "peak_gpu_mb"):
+        values = [r[key] for r in runs[1:] if r[key] is not None]
+        if values:
+            out[key] = {"median": statistics.median(values), "min": min(values), "max": max(values)}
+    out["epochs_run"] = runs[-1]["epochs_run"]
+    return out
+
+
+def _in_fresh_process(domain: str, method: str, seed: int, device: str, profile: str, repeats: int) -> dict:
+    """:func:`timed_runs` in a fresh Python process on one thread; adds the process's own wall seconds."""
+    cmd = [sys.executable, "-m", "acgate.bench", "--one", domain, method, str(seed), device, profile or "-",
+           str(repeats)]
+    start = time.perf_counter()
+    done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **SINGLE_THREAD})
+    if done.returncode != 0:
+        raise RuntimeError(f"benchmark run {domain}/{method} failed:\n{done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1]) | {"process_seconds": time.perf_counter() - start}
+
+
+def papermill_overhead(domain: str, seed: int, repeats: int, profile: str = "") -> dict:
+    """03_train (AC-GATE only) through ``acgate.notebook run`` against ``run_method`` in a fresh process."""
+    root = project_root()
+    notebook_walls, cell_seconds, training_seconds = [], [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        for _ in range(repeats):
+            output = Path(tmp) / "03_train.ipynb"
+            wall = execute_notebook(root / "notebooks" / "03_train.py", output,
+                                    {"domain": domain, "seed": seed, "methods": ["acgate"], "runs_dir": tmp,
+                                     "profile_file": profile})
+            nb = nbformat.read(output, as_version=4)
+            durations = [c.metadata.get("papermill", {}).get("duration") or 0.0 for c in nb.cells]
+            training = next(c for c in nb.cells if "run_method(" in c.source)
+            notebook_walls.append(wall)
+            cell_seconds.append(sum(durations))
+            training_seconds.append(training.metadata["papermill"]["duration"])
+    direct = [_in_fresh_process(domain, "acgate", seed, "cpu", profile, 0)["process_seconds"] for _ in range(repeats)]
+    med = statistics.median
+    return {"notebook_wall_seconds": med(notebook_walls), "direct_process_seconds": med(direct),
+            "overhead_seconds": med(notebook_walls) - med(direct),
+            "papermill_and_kernel_seconds": med(w - c for w, c in zip(notebook_walls, cell_seconds, strict=True)),
+            "notebook_cells_seconds": med(cell_seconds), "training_cell_seconds": med(training_seconds)}
+
+
+def last_suite() -> dict | None:
+    """The wall time of the last full `make paper`, from the committed run manifest."""
+    path = project_root() / "tables" / "run_manifest.json"
+    if not path.is_file():
+        return None
+    record = json.loads(path.read_text())
+    return {"wall_minutes_to_report": record["workflow"]["wall_minutes_to_report"],
+            "runs": sum(d["runs"] for d in record["domains"].values()), "machine": record["machine"],
+            "report_git_sha": record["report_git_sha"], "created_utc": record["created_utc"]}
+
+
+def _line(label: str, s: dict, key: str, unit: str = "s", digits: int = 2) -> str:
+    v = s[key]
+    return f"{label} {v['median']:.{digits}f} {unit} ({v['min']:.{digits}f}..{v['max']:.{digits}f})"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m acgate.bench", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--domains", nargs="+", default=["synthetic_linear", "economics"],
+                        help="params/<domain>.yaml to time (a real domain without its processed panel is skipped)")
+    parser.add_argument("--methods", nargs="+", default=None, help="methods (default: each domain's list)")
+    parser.add_argument("--repeats", type=int, default=3, help="runs per (domain, method); the median is reported")
+    parser.add_argument("--seed", type=int, default=0, help="training seed of every timed run")
+    parser.add_argument("--profile", default="", help="overlay for every domain, e.g. params/smoke.yaml (a quick try)")
+    parser.add_argument("--out", default="runs/bench", help="folder for the JSON record, relative to the project root")
+    parser.add_argument("--one", nargs=6, metavar=("DOMAIN", "METHOD", "SEED", "DEVICE", "PROFILE", "REPEATS"),
+                        help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.one:  # a single timed run in this (fresh) process, as JSON on stdout
+        domain, method, seed, device, profile, repeats = args.one
+        print(json.dumps(timed_runs(domain, method, int(seed), device, "" if profile == "-" else profile,
+                                    int(repeats))))
+        return
+
+    root = project_root()
+    devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    record = {"created_utc": datetime.now(UTC).isoformat(timespec="seconds"), "git_sha": git_sha(),
+              "machine": machine(), "packages": package_versions(), "repeats": args.repeats, "seed": args.seed,
+              "gpu": torch.cuda.get_device_name(0) if "cuda" in devices else None, "profile": args.profile,
+              "runs": []}
+    peak = matmul_peak()
+    record["matmul_peak"] = peak
+    print(f"single-thread float32 matmul peak: {peak['gflops']:.1f} GFLOP/s (n = {peak['size']}; "
+          f"by size {peak['by_size']})", flush=True)
+
+    for domain in args.domains:
+        params = _params(domain, args.profile)
+        if params.data is not None and not (root / "data" / "processed" / domain / "panel.json").is_file():
+            print(f"{domain}: skipped, no processed panel (run make paper with its input files first)", flush=True)
+            continue
+        for method in args.methods or params.methods:
+            if method not in params.methods:
+                continue
+            for device in devices if method != "grouped_ardl" else ["cpu"]:
+                summary = _in_fresh_process(domain, method, args.seed, device, args.profile, args.repeats)
+                summary |= {"domain": domain, "method": method, "device": device}
+                record["runs"].append(summary)
+                per_epoch = (f", {summary['seconds_per_epoch']['median'] * 1000:.1f} ms/epoch over "
+                             f"{summary['epochs_run']:.0f} epochs" if "seconds_per_epoch" in summary else "")
+                print(f"{domain:20s} {method:14s} {device}: " + _line("run", summary, "wall_seconds") + per_epoch
+                      + f"; first run in the process {summary['cold_seconds']:.2f} s; peak RSS "
+                      f"{summary['peak_rss_mb']:.0f} MB", flush=True)
+        if domain.startswith("synthetic") and "acgate" in params.methods:
+            flops = epoch_flops(params, args.seed)
+            timed = next(r for r in record["runs"] if r["domain"] == domain and r["method"] == "acgate"
+                         and r["device"] == "cpu")
+            achieved = flops / timed["seconds_per_epoch"]["median"] / 1e9
+            record["acgate_efficiency"] = {"domain": domain, "gflop_per_epoch": flops / 1e9,
+                                           "achieved_gflops": achieved, "share_of_peak": achieved / peak["gflops"]}
+            print(f"AC-GATE epoch on {domain}: {flops / 1e9:.2f} GFLOP, {achieved:.1f} GFLOP/s achieved = "
+                  f"{achieved / peak['gflops']:.0%} of the matmul peak", flush=True)
+
+    overhead = papermill_overhead(args.domains[0], args.seed, args.repeats, args.profile)
+    record["papermill"] = overhead
+    print(f"Papermill: 03_train (AC-GATE) {overhead['notebook_wall_seconds']:.1f} s as a notebook against "
+          f"{overhead['direct_process_seconds']:.1f} s as a direct call in a fresh process: overhead "
+          f"{overhead['overhead_seconds']:.1f} s, of which Papermill and the kernel "
+          f"{overhead['papermill_and_kernel_seconds']:.1f} s and the notebook's other cells "
+          f"{overhead['notebook_cells_seconds'] - overhead['training_cell_seconds']:.1f} s", flush=True)
+    record["last_suite"] = last_suite()
+    if record["last_suite"]:
+        s = record["last_suite"]
+        print(f"last make paper: {s['runs']} runs, {s['wall_minutes_to_report']:.1f} min wall to the report "
+              f"({s['machine']['cores']} cores, {s['machine']['cpu']}; report at {s['report_git_sha'][:10]})")
+    out = root / args.out
+    stamp = record["created_utc"].replace(":", "").replace("-", "")
+    write_json(out / f"bench-{stamp}.json", record)
+    write_json(out / "latest.json", record)
+    print(f"written: {out / 'latest.json'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,38 @@
+"""The benchmark's arithmetic (hand-worked FLOP counts) and a quick end-to-end run of `python -m acgate.bench`
+under the smoke profile; the figures themselves are measured by `make bench`, not asserted here."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from acgate.bench import lstm_flops, matmul_peak
+from tests.conftest import ROOT
+
+
+def test_lstm_flops_by_hand():
+    # one layer, input 3, hidden 2: 4 gates x 2 units, each a dot product over 3 + 2 inputs = 2 * 8 * 5 = 80
+    assert lstm_flops(3, 2, 1, batch=1, steps=1) == 80
+    # a second layer sees the first one's 2 outputs: + 2 * 8 * (2 + 2) = 64; batch and steps multiply
+    assert lstm_flops(3, 2, 2, batch=5, steps=7) == 5 * 7 * (80 + 64)
+
+
+def test_matmul_peak_reports_the_best_size():
+    peak = matmul_peak(sizes=(64, 128), repeats=2)
+    assert peak["size"] in (64, 128) and peak["gflops"] == pytest.approx(max(peak["by_size"].values()), rel=0.01)
+
+
+@pytest.mark.slow
+def test_bench_runs_end_to_end_under_the_smoke_profile(tmp_path):
+    cmd = [sys.executable, "-m", "acgate.bench", "--domains", "synthetic_linear", "--methods", "acgate",
+           "--repeats", "1", "--profile", "params/smoke.yaml", "--out", str(tmp_path)]
+    done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "of the matmul peak" in done.stdout and "Papermill:" in done.stdout
+    record = json.loads((tmp_path / "latest.json").read_text())
+    run = record["runs"][0]
+    assert run["method"] == "acgate" and run["epochs_run"] == 15 and run["wall_seconds"]["median"] > 0
+    assert 0 < record["acgate_efficiency"]["share_of_peak"] < 1
+    assert record["papermill"]["notebook_wall_seconds"] > record["papermill"]["training_cell_seconds"] > 0
+    assert record["machine"]["cores"] >= 1 and record["git_sha"]

@@ -1,0 +1,28 @@
+"""Speed work must not change results: fixed-seed runs give the k* recorded before any optimisation (the full
+synthetic AC-GATE run of seed 0 and a smoke run of every method), within 1e-5 on CPU."""
+
+import json
+import math
+
+import pandas as pd
+import pytest
+
+from acgate.config import load_params
+from acgate.prep import panel_for_training
+from acgate.train import run_method
+from tests.conftest import ROOT
+
+REFERENCE = json.loads((ROOT / "tests" / "data" / "reference_kstar.json").read_text())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("ref", REFERENCE["runs"], ids=lambda r: f"{r['method']}{'-smoke' if r['profile'] else ''}")
+def test_fixed_seed_kstar_matches_the_reference(ref, tmp_path):
+    overlay = ROOT / ref["profile"] if ref["profile"] else None
+    params = load_params(ROOT / "params" / f"{ref['domain']}.yaml", overlay)
+    panel = panel_for_training(params, ref["seed"], tmp_path / "data")
+    run_method(panel, params, ref["method"], ref["seed"], tmp_path / "runs", log=lambda line: None)
+    lags = pd.read_csv(tmp_path / "runs" / ref["domain"] / f"seed{ref['seed']:02d}" / ref["method"] / "lags.csv")
+    assert len(lags) == len(ref["kstar"])
+    for got, want in zip(lags.kstar, ref["kstar"], strict=True):
+        assert (math.isnan(got) and math.isnan(want)) or abs(got - want) <= 1e-5
