@@ -103,13 +103,15 @@ display(reproduction[reproduction.paper_table == "verdict_matrix"])
 
 # %% [markdown]
 # ## Run manifest
-# What produced these tables: the report's code version and machine, and the training runs behind them
-# (their code versions, how many were made in the workflow invocation that ended here, and its wall time).
+# What produced these tables: the report's code version and machine, and the training runs behind them (their
+# code versions and when they were made), and the workflow invocation that ended here: its start, wall time to
+# this report, and how many of the runs it made (0 when only the report was redone).
 
 # %%
 manifests = [json.loads(p.read_text()) for d in domains for p in sorted((runs_root / d).glob("seed*/*/manifest.json"))]
 seconds = [json.loads(p.read_text())["seconds"] for d in domains
            for p in sorted((runs_root / d).glob("seed*/*/metrics.json"))]
+created = [m["created_utc"] for m in manifests]
 started_file = runs_root / ".workflow_started.json"
 invocation = json.loads(started_file.read_text()) if started_file.is_file() else {}
 started = invocation.get("started")
@@ -122,6 +124,9 @@ record = {
                     "runs": sum(m["params"]["domain"] == d for m in manifests)} for d in domains},
     "runs_git_sha": sorted({m["git_sha"] for m in manifests}),
     "training_seconds_total": round(sum(seconds), 1),
+    "runs_made": {"first_utc": min(created), "last_utc": max(created),  # when the runs behind the tables were made
+                  "span_minutes": round((datetime.fromisoformat(max(created)) - datetime.fromisoformat(min(created)))
+                                        .total_seconds() / 60, 1)} if created else None,
     "workflow": {
         "started_utc": invocation.get("started_utc"),
         "wall_minutes_to_report": round((time.time() - started) / 60, 1) if started else None,
