@@ -180,14 +180,16 @@ def papermill_overhead(domain: str, seed: int, repeats: int, profile: str = "") 
 
 
 def last_suite() -> dict | None:
-    """The wall time of the last full `make paper`, from the committed run manifest."""
+    """The runs behind the committed tables (``tables/run_manifest.json``): how many, and the span from the first
+    to the last run's creation, which is the full suite's wall time when one invocation made them all (the
+    manifest's ``workflow`` entry says whether the last invocation did, or only redid the report)."""
     path = project_root() / "tables" / "run_manifest.json"
     if not path.is_file():
         return None
     record = json.loads(path.read_text())
-    return {"wall_minutes_to_report": record["workflow"]["wall_minutes_to_report"],
-            "runs": sum(d["runs"] for d in record["domains"].values()), "machine": record["machine"],
-            "report_git_sha": record["report_git_sha"], "created_utc": record["created_utc"]}
+    return {"runs": sum(d["runs"] for d in record["domains"].values()), "runs_made": record.get("runs_made"),
+            "runs_git_sha": record["runs_git_sha"], "last_invocation": record["workflow"],
+            "machine": record["machine"]}
 
 
 def _line(label: str, s: dict, key: str, unit: str = "s", digits: int = 2) -> str:
@@ -261,8 +263,10 @@ def main(argv: list[str] | None = None) -> None:
     record["last_suite"] = last_suite()
     if record["last_suite"]:
         s = record["last_suite"]
-        print(f"last make paper: {s['runs']} runs, {s['wall_minutes_to_report']:.1f} min wall to the report "
-              f"({s['machine']['cores']} cores, {s['machine']['cpu']}; report at {s['report_git_sha'][:10]})")
+        made = s["runs_made"] or {}
+        print(f"committed tables: {s['runs']} runs made over {made.get('span_minutes', float('nan')):.1f} min "
+              f"({made.get('first_utc')} .. {made.get('last_utc')}; {s['machine']['cores']} cores, "
+              f"{s['machine']['cpu']}; runs at {', '.join(sha[:10] for sha in s['runs_git_sha'])})")
     out = root / args.out
     stamp = record["created_utc"].replace(":", "").replace("-", "")
     write_json(out / f"bench-{stamp}.json", record)
