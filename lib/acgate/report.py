@@ -18,6 +18,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
+import torch
 import yaml
 
 from acgate import audit as audit_lib
@@ -211,8 +212,6 @@ def controlled_comparison(runs_root: Path, domains: list[str]) -> pd.DataFrame:
                 continue
             state = runs[0].parent / "model.pt"
             if state.is_file():
-                import torch  # only for counting parameters of the saved state
-
                 tensors = torch.load(state, map_location="cpu", weights_only=True)
                 row[f"parameters_{domain}"] = int(sum(t.numel() for k, t in tensors.items() if k != "position"))
         rows.append(row)
