@@ -192,11 +192,6 @@ def last_suite() -> dict | None:
             "machine": record["machine"]}
 
 
-def _line(label: str, s: dict, key: str, unit: str = "s", digits: int = 2) -> str:
-    v = s[key]
-    return f"{label} {v['median']:.{digits}f} {unit} ({v['min']:.{digits}f}..{v['max']:.{digits}f})"
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m acgate.bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--domains", nargs="+", default=["synthetic_linear", "economics"],
@@ -240,9 +235,10 @@ def main(argv: list[str] | None = None) -> None:
                 record["runs"].append(summary)
                 per_epoch = (f", {summary['seconds_per_epoch']['median'] * 1000:.1f} ms/epoch over "
                              f"{summary['epochs_run']:.0f} epochs" if "seconds_per_epoch" in summary else "")
-                print(f"{domain:20s} {method:14s} {device}: " + _line("run", summary, "wall_seconds") + per_epoch
-                      + f"; first run in the process {summary['cold_seconds']:.2f} s; peak RSS "
-                      f"{summary['peak_rss_mb']:.0f} MB", flush=True)
+                wall = summary["wall_seconds"]
+                print(f"{domain:20s} {method:14s} {device}: run {wall['median']:.2f} s ({wall['min']:.2f}.."
+                      f"{wall['max']:.2f}){per_epoch}; first run in the process {summary['cold_seconds']:.2f} s; "
+                      f"peak RSS {summary['peak_rss_mb']:.0f} MB", flush=True)
         if domain.startswith("synthetic") and "acgate" in params.methods:
             flops = epoch_flops(params, args.seed)
             timed = next(r for r in record["runs"] if r["domain"] == domain and r["method"] == "acgate"

@@ -280,9 +280,7 @@ def reproduction(tables: dict[str, pd.DataFrame], results: dict[str, audit_lib.A
                         _find(l2, key, method=method, stratifier=stratifier))
 
     for name, groups in paper["wilcoxon"].items():
-        metric, _ = WILCOXON_TABLES[{"synthetic_kstar_mae": "wilcoxon_synthetic_kstar",
-                                     "synthetic_task_loss": "wilcoxon_synthetic_task_loss",
-                                     "real_test_r2": "wilcoxon_real_r2"}[name]]
+        metric, _ = WILCOXON_TABLES[f"wilcoxon_{name}"]
         for group, methods in groups.items():
             domain = f"synthetic_{group}" if name.startswith("synthetic") else group
             table = results[domain].wilcoxon if domain in results else pd.DataFrame()
