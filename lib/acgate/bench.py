@@ -11,9 +11,10 @@ Measures, on this machine:
 - **achieved GFLOP/s of AC-GATE training** (floating-point operations of one epoch, counted by PyTorch's
   ``FlopCounterMode`` on the matrix products, divided by the measured seconds per epoch) against this machine's
   single-thread float32 matrix-multiply peak, measured in the same run;
-- **the Papermill overhead** of one notebook run: ``03_train`` for AC-GATE through ``acgate.notebook run``
-  against the same ``run_method`` call in a fresh process, split into what Papermill and the kernel cost and what
-  the notebook's own extra cells (plots, tables) cost;
+- **the Papermill overhead** of one notebook run: what ``03_train`` for AC-GATE costs besides its training
+  through ``acgate.notebook run``, against the same ``run_method`` call in a fresh process (run in alternation,
+  median of the paired differences), split into what Papermill and the kernel cost and what the notebook's own
+  extra cells (imports, plots, tables) cost;
 - **the full-suite wall time** of the last ``make paper`` (from ``tables/run_manifest.json``);
 - the same run timings on CUDA when a GPU is present, with its model and peak GPU memory.
 
@@ -70,9 +71,9 @@ def lstm_flops(input_size: int, hidden: int, layers: int, batch: int, steps: int
 
 def epoch_flops(params: Params, seed: int = 0, method: str = "acgate") -> float:
     """Floating-point operations of one training epoch of ``method`` as ``train.fit`` runs it: the training
-    forward and backward pass and the validation forward pass. Matrix products outside the LSTM are counted
-    by PyTorch's FlopCounterMode; the fused LSTM kernel is not visible to it, so its products are counted from
-    the shapes it is called with (:func:`lstm_flops`; backward = twice forward)."""
+    forward and backward pass and the validation forward pass (through the last validation step). Matrix
+    products outside the LSTM are counted by PyTorch's FlopCounterMode; the fused LSTM kernel is not visible to
+    it, so its products are counted from the shapes it is called with (:func:`lstm_flops`; backward = twice forward)."""
     from torch.utils.flop_counter import FlopCounterMode
 
     from acgate.models import build
@@ -101,7 +102,7 @@ def epoch_flops(params: Params, seed: int = 0, method: str = "acgate") -> float:
         (task + model.recon_weight * recon).backward()
         model.eval()
         with torch.no_grad():
-            model(*batch.inputs())
+            model(*batch.through("val").inputs())
     for hook in hooks:
         hook.remove()
     return float(counter.get_total_flops()) + sum(lstm)
@@ -156,27 +157,32 @@ def _in_fresh_process(domain: str, method: str, seed: int, device: str, profile:
 
 
 def papermill_overhead(domain: str, seed: int, repeats: int, profile: str = "") -> dict:
-    """03_train (AC-GATE only) through ``acgate.notebook run`` against ``run_method`` in a fresh process."""
+    """The fixed cost of running 03_train (AC-GATE only) through ``acgate.notebook run`` against calling
+    ``run_method`` in a fresh process. Each path's own training time (the notebook's training cell, the direct
+    call) is taken off its wall time, so the run-to-run spread of training does not swamp the difference; the two
+    paths run in alternation, so a drift in the machine's speed falls on both, and the overhead is the median of
+    the paired differences."""
     root = project_root()
-    notebook_walls, cell_seconds, training_seconds = [], [], []
+    notebook_fixed, direct_fixed, outside_cells, extra_cells = [], [], [], []
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(repeats):
             output = Path(tmp) / "03_train.ipynb"
             wall = execute_notebook(root / "notebooks" / "03_train.py", output,
                                     {"domain": domain, "seed": seed, "methods": ["acgate"], "runs_dir": tmp,
                                      "profile_file": profile})
-            nb = nbformat.read(output, as_version=4)
-            durations = [c.metadata.get("papermill", {}).get("duration") or 0.0 for c in nb.cells]
-            training = next(c for c in nb.cells if "run_method(" in c.source)
-            notebook_walls.append(wall)
-            cell_seconds.append(sum(durations))
-            training_seconds.append(training.metadata["papermill"]["duration"])
-    direct = [_in_fresh_process(domain, "acgate", seed, "cpu", profile, 0)["process_seconds"] for _ in range(repeats)]
+            cells = nbformat.read(output, as_version=4).cells
+            seconds = sum(c.metadata.get("papermill", {}).get("duration") or 0.0 for c in cells)
+            training = next(c for c in cells if "run_method(" in c.source).metadata["papermill"]["duration"]
+            notebook_fixed.append(wall - training)
+            outside_cells.append(wall - seconds)
+            extra_cells.append(seconds - training)
+            direct = _in_fresh_process(domain, "acgate", seed, "cpu", profile, 0)
+            direct_fixed.append(direct["process_seconds"] - direct["cold_seconds"])
     med = statistics.median
-    return {"notebook_wall_seconds": med(notebook_walls), "direct_process_seconds": med(direct),
-            "overhead_seconds": med(notebook_walls) - med(direct),
-            "papermill_and_kernel_seconds": med(w - c for w, c in zip(notebook_walls, cell_seconds, strict=True)),
-            "notebook_cells_seconds": med(cell_seconds), "training_cell_seconds": med(training_seconds)}
+    differences = [n - d for n, d in zip(notebook_fixed, direct_fixed, strict=True)]
+    return {"notebook_fixed_seconds": med(notebook_fixed), "direct_fixed_seconds": med(direct_fixed),
+            "overhead_seconds": med(differences), "overhead_range": [min(differences), max(differences)],
+            "papermill_and_kernel_seconds": med(outside_cells), "notebook_cells_seconds": med(extra_cells)}
 
 
 def last_suite() -> dict | None:
@@ -251,11 +257,12 @@ def main(argv: list[str] | None = None) -> None:
 
     overhead = papermill_overhead(args.domains[0], args.seed, args.repeats, args.profile)
     record["papermill"] = overhead
-    print(f"Papermill: 03_train (AC-GATE) {overhead['notebook_wall_seconds']:.1f} s as a notebook against "
-          f"{overhead['direct_process_seconds']:.1f} s as a direct call in a fresh process: overhead "
-          f"{overhead['overhead_seconds']:.1f} s, of which Papermill and the kernel "
-          f"{overhead['papermill_and_kernel_seconds']:.1f} s and the notebook's other cells "
-          f"{overhead['notebook_cells_seconds'] - overhead['training_cell_seconds']:.1f} s", flush=True)
+    print(f"Papermill: 03_train (AC-GATE) costs {overhead['notebook_fixed_seconds']:.1f} s besides its training as a "
+          f"notebook, against {overhead['direct_fixed_seconds']:.1f} s as a direct call in a fresh process: overhead "
+          f"{overhead['overhead_seconds']:.1f} s (paired runs {overhead['overhead_range'][0]:.1f}.."
+          f"{overhead['overhead_range'][1]:.1f}); the notebook's time outside its cells (Papermill, the kernel) is "
+          f"{overhead['papermill_and_kernel_seconds']:.1f} s, its cells besides training "
+          f"{overhead['notebook_cells_seconds']:.1f} s", flush=True)
     record["last_suite"] = last_suite()
     if record["last_suite"]:
         s = record["last_suite"]

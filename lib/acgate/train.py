@@ -71,6 +71,15 @@ class Batch:
     def inputs(self, lags: torch.Tensor | None = None) -> tuple:
         return (self.lags if lags is None else lags, self.proxies, self.static, self.entity_index)
 
+    def through(self, split: str) -> Batch:
+        """The batch cut after the last target step of ``split``. Every model is causal in the target steps
+        (an LSTM, and TFT's attention is masked to earlier steps), so its predictions up to there are the same,
+        to the bit, as from the whole batch; the validation pass of every epoch does not compute the test steps."""
+        steps = int(self.masks[split].any(dim=0).nonzero().max()) + 1
+        return Batch(lags=self.lags[:, :steps], y=self.y[:, :steps],
+                     masks={s: m[:, :steps] for s, m in self.masks.items()}, proxies=self.proxies,
+                     static=self.static, entity_index=self.entity_index)
+
 
 def masked_mse(y_hat: torch.Tensor, y: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return ((y_hat - y) ** 2)[mask].mean()
@@ -105,6 +114,7 @@ def fit(panel: Panel, params: Params, method: str, seed: int, log: Callable[[str
     model = build(cfg, method, panel.n_entities, panel.X.shape[2], panel.P.shape[1], panel.S.shape[1]).to(device)
     optimiser = torch.optim.Adam(model.parameters(), lr=tcfg.lr)
 
+    val_batch = batch.through("val")
     rows, best_val, best_epoch, best_state, stale = [], float("inf"), 0, None, 0
     start = time.perf_counter()
     for epoch in range(1, tcfg.max_epochs + 1):
@@ -120,7 +130,7 @@ def fit(panel: Panel, params: Params, method: str, seed: int, log: Callable[[str
 
         model.eval()
         with torch.no_grad():
-            val = masked_mse(model(*batch.inputs()).y_hat, batch.y, batch.masks["val"]).item()
+            val = masked_mse(model(*val_batch.inputs()).y_hat, val_batch.y, val_batch.masks["val"]).item()
         rows.append((epoch, task.item(), recon.item(), val))
         if val < best_val:
             best_val, best_epoch, stale = val, epoch, 0
