@@ -40,7 +40,7 @@ import nbformat
 import torch
 
 from acgate.config import Params, load_params
-from acgate.notebook import SINGLE_THREAD, execute_notebook, project_root
+from acgate.notebook import SINGLE_THREAD, project_root
 from acgate.runs import git_sha, machine, package_versions, write_json
 
 
@@ -157,7 +157,7 @@ def _in_fresh_process(domain: str, method: str, seed: int, device: str, profile:
 
 
 def papermill_overhead(domain: str, seed: int, repeats: int, profile: str = "") -> dict:
-    """The fixed cost of running 03_train (AC-GATE only) through ``acgate.notebook run`` against calling
+    """The fixed cost of running 03_train (AC-GATE only) through ``python -m acgate.notebook run`` against calling
     ``run_method`` in a fresh process. Each path's own training time (the notebook's training cell, the direct
     call) is taken off its wall time, so the run-to-run spread of training does not swamp the difference; the two
     paths run in alternation, so a drift in the machine's speed falls on both, and the overhead is the median of
@@ -167,9 +167,14 @@ def papermill_overhead(domain: str, seed: int, repeats: int, profile: str = "") 
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(repeats):
             output = Path(tmp) / "03_train.ipynb"
-            wall = execute_notebook(root / "notebooks" / "03_train.py", output,
-                                    {"domain": domain, "seed": seed, "methods": ["acgate"], "runs_dir": tmp,
-                                     "profile_file": profile})
+            start = time.perf_counter()  # as a workflow job runs it: a fresh process, interpreter start included
+            done = subprocess.run([sys.executable, "-m", "acgate.notebook", "run",
+                                   str(root / "notebooks" / "03_train.py"), str(output), f"domain={domain}",
+                                   f"seed={seed}", "methods=[acgate]", f"runs_dir={tmp}", f"profile_file={profile}"],
+                                  capture_output=True, text=True)
+            wall = time.perf_counter() - start
+            if done.returncode != 0:
+                raise RuntimeError(f"03_train as a notebook failed:\n{done.stderr[-2000:]}")
             cells = nbformat.read(output, as_version=4).cells
             seconds = sum(c.metadata.get("papermill", {}).get("duration") or 0.0 for c in cells)
             training = next(c for c in cells if "run_method(" in c.source).metadata["papermill"]["duration"]

@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import argparse
 import html
+import logging
 import os
-import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import jupytext
@@ -58,27 +59,69 @@ def resolve(domain: str, params_file: str = "", profile_file: str = "") -> tuple
     return params, root
 
 
+@contextmanager
+def _kernel_process(log: Path):
+    """While the block runs, a kernel started from this process inherits ``SINGLE_THREAD`` in its environment and
+    writes its own standard output and error (start-up messages, anything below Python) into ``log``; both are
+    restored afterwards."""
+    saved_env = {key: os.environ.get(key) for key in SINGLE_THREAD}
+    os.environ.update(SINGLE_THREAD)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved_fds = [os.dup(1), os.dup(2)]
+    with open(log, "a") as sink:
+        os.dup2(sink.fileno(), 1)
+        os.dup2(sink.fileno(), 2)
+    try:
+        yield
+    finally:
+        for fd, saved in zip((1, 2), saved_fds, strict=True):
+            os.dup2(saved, fd)
+            os.close(saved)
+        for key, value in saved_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
 def execute_notebook(notebook: Path, output: Path, parameters: dict, cwd: Path | None = None) -> float:
     """Convert a percent-format notebook with Jupytext and execute it with Papermill into ``output`` (working
     directory ``cwd``, default the notebook's folder); returns the wall seconds. The executed copy appears only
-    when the run succeeded; the log is kept either way."""
+    when the run succeeded; the log is kept either way.
+
+    The kernel is stopped at once when the last cell has run: everything a notebook writes is on disk by then,
+    and a graceful stop would wait seconds for the interpreter of a process that has imported PyTorch to wind
+    down."""
+    import papermill
+
     notebook, output = Path(notebook), Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
     source = output.with_name(f".{output.stem}.input.ipynb")
     partial = output.with_name(f".{output.stem}.partial.ipynb")
     partial.unlink(missing_ok=True)  # from an earlier failed or killed run
     jupytext.write(jupytext.read(notebook), source)
-    cmd = [sys.executable, "-m", "papermill", "--log-output", "--log-level", "INFO", "--cwd",
-           str(cwd or notebook.parent), str(source), str(partial)]
-    for key, value in parameters.items():
-        cmd += ["-y", yaml.safe_dump({key: value}, default_flow_style=True).strip()]
+    log = output.with_suffix(".log")
+    log.write_text("")
+    logger = logging.getLogger("papermill")
+    handler = logging.FileHandler(log)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
     start = time.perf_counter()
-    with open(output.with_suffix(".log"), "w") as log:
-        done = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **SINGLE_THREAD})
-    source.unlink(missing_ok=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"{notebook.name} failed with {parameters}; see {output.with_suffix('.log')} "
-                           f"and the partly executed {partial}")
+    try:
+        with _kernel_process(log):
+            papermill.execute_notebook(source, partial, parameters=parameters, cwd=str(cwd or notebook.parent),
+                                       log_output=True, progress_bar=False, shutdown_kernel="immediate")
+    except Exception as err:
+        raise RuntimeError(f"{notebook.name} failed with {parameters}; see {log} "
+                           f"and the partly executed {partial}") from err
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+        handler.close()
+        source.unlink(missing_ok=True)
     os.replace(partial, output)
     return time.perf_counter() - start
 
