@@ -109,3 +109,16 @@ def test_cuda_request_without_a_gpu_is_a_clear_error():
     with pytest.raises(RuntimeError, match="no CUDA device"):
         train.choose_device("cuda")
     assert train.choose_device("auto").type == "cpu"
+
+
+@pytest.mark.parametrize("method", ["acgate", "plain_lstm", "tft", "ganet"])
+def test_validation_pass_through_the_last_validation_step_is_bit_identical(smoke_params, panel, method):
+    result = train.fit(panel, smoke_params, method, 0, quiet)
+    cut = result.batch.through("val")
+    val_steps = result.batch.masks["val"].any(dim=0).nonzero().flatten()
+    assert cut.lags.shape[1] == int(val_steps.max()) + 1 < result.batch.lags.shape[1]  # the test steps are cut
+    assert torch.equal(cut.masks["val"], result.batch.masks["val"][:, : cut.lags.shape[1]])
+    with torch.no_grad():
+        whole = result.model(*result.batch.inputs()).y_hat
+        part = result.model(*cut.inputs()).y_hat
+    assert torch.equal(part, whole[:, : cut.lags.shape[1]])
