@@ -26,7 +26,7 @@ def test_matmul_peak_reports_the_best_size():
 @pytest.mark.slow
 def test_bench_runs_end_to_end_under_the_smoke_profile(tmp_path):
     cmd = [sys.executable, "-m", "acgate.bench", "--domains", "synthetic_linear", "--methods", "acgate",
-           "--repeats", "1", "--profile", "params/smoke.yaml", "--out", str(tmp_path)]
+           "--repeats", "1", "--profile", "params/smoke.yaml", "--at-once", "2", "--out", str(tmp_path)]
     done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "of the matmul peak" in done.stdout and "Papermill:" in done.stdout
@@ -34,6 +34,9 @@ def test_bench_runs_end_to_end_under_the_smoke_profile(tmp_path):
     run = record["runs"][0]
     assert run["method"] == "acgate" and run["epochs_run"] == 15 and run["wall_seconds"]["median"] > 0
     assert 0 < record["acgate_efficiency"]["share_of_peak"] < 1
+    (batch,) = record["at_once"]
+    assert batch["processes"] == 2 and batch["seeds"] == [0, 1] and batch["device"] == "cpu"
+    assert batch["runs_per_minute_at_once"] == pytest.approx(120 / batch["at_once_seconds"])
     overhead = record["papermill"]
     assert overhead["notebook_fixed_seconds"] > overhead["papermill_and_kernel_seconds"] > 0
     assert overhead["overhead_range"][0] <= overhead["overhead_seconds"] <= overhead["overhead_range"][1]

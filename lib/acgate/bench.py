@@ -15,6 +15,8 @@ Measures, on this machine:
   through ``acgate.notebook run``, against the same ``run_method`` call in a fresh process (run in alternation,
   median of the paired differences), split into what Papermill and the kernel cost and what the notebook's own
   extra cells (imports, plots, tables) cost;
+- **seeds at once**: AC-GATE runs of ``--at-once`` seeds started together, one single-thread process each,
+  against the same runs one after another (runs per minute; on CUDA, how far one GPU is filled by many seeds);
 - **the full-suite wall time** of the last ``make paper`` (from ``tables/run_manifest.json``);
 - the same run timings on CUDA when a GPU is present, with its model and peak GPU memory.
 
@@ -145,15 +147,44 @@ def timed_runs(domain: str, method: str, seed: int, device: str, profile: str, r
     return out
 
 
-def _in_fresh_process(domain: str, method: str, seed: int, device: str, profile: str, repeats: int) -> dict:
-    """:func:`timed_runs` in a fresh Python process on one thread; adds the process's own wall seconds."""
+def _launch(domain: str, method: str, seed: int, device: str, profile: str, repeats: int) -> subprocess.Popen:
+    """:func:`timed_runs` started in a fresh Python process on one thread."""
     cmd = [sys.executable, "-m", "acgate.bench", "--one", domain, method, str(seed), device, profile or "-",
            str(repeats)]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, **SINGLE_THREAD})
+
+
+def _result(process: subprocess.Popen) -> dict:
+    out, err = process.communicate()
+    if process.returncode != 0:
+        raise RuntimeError(f"benchmark process {' '.join(process.args[3:])} failed:\n{err[-2000:]}")
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def _in_fresh_process(domain: str, method: str, seed: int, device: str, profile: str, repeats: int) -> dict:
+    """:func:`timed_runs` in a fresh Python process on one thread; adds the process's own wall seconds."""
     start = time.perf_counter()
-    done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **SINGLE_THREAD})
-    if done.returncode != 0:
-        raise RuntimeError(f"benchmark run {domain}/{method} failed:\n{done.stderr[-2000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1]) | {"process_seconds": time.perf_counter() - start}
+    result = _result(_launch(domain, method, seed, device, profile, repeats))
+    return result | {"process_seconds": time.perf_counter() - start}
+
+
+def seeds_at_once(domain: str, seed: int, device: str, profile: str, processes: int) -> dict:
+    """Throughput of AC-GATE training with ``processes`` seeds at once (seeds ``seed`` ..., one fresh single-thread
+    process each, all started together) against the same runs one after another; process start-up included."""
+    seeds = list(range(seed, seed + processes))
+    start = time.perf_counter()
+    for s in seeds:
+        _result(_launch(domain, "acgate", s, device, profile, 0))
+    alone = time.perf_counter() - start
+    start = time.perf_counter()
+    for process in [_launch(domain, "acgate", s, device, profile, 0) for s in seeds]:
+        _result(process)
+    together = time.perf_counter() - start
+    return {"domain": domain, "device": device, "processes": processes, "seeds": seeds,
+            "one_after_another_seconds": alone, "at_once_seconds": together,
+            "runs_per_minute_one_after_another": 60 * processes / alone,
+            "runs_per_minute_at_once": 60 * processes / together}
 
 
 def papermill_overhead(domain: str, seed: int, repeats: int, profile: str = "") -> dict:
@@ -211,6 +242,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=3, help="runs per (domain, method); the median is reported")
     parser.add_argument("--seed", type=int, default=0, help="training seed of every timed run")
     parser.add_argument("--profile", default="", help="overlay for every domain, e.g. params/smoke.yaml (a quick try)")
+    parser.add_argument("--at-once", type=int, default=os.cpu_count() or 1,
+                        help="seeds trained at once for the throughput figure, one process each (default: CPU cores)")
     parser.add_argument("--out", default="runs/bench", help="folder for the JSON record, relative to the project root")
     parser.add_argument("--one", nargs=6, metavar=("DOMAIN", "METHOD", "SEED", "DEVICE", "PROFILE", "REPEATS"),
                         help=argparse.SUPPRESS)
@@ -260,6 +293,13 @@ def main(argv: list[str] | None = None) -> None:
             print(f"AC-GATE epoch on {domain}: {flops / 1e9:.2f} GFLOP, {achieved:.1f} GFLOP/s achieved = "
                   f"{achieved / peak['gflops']:.0%} of the matmul peak", flush=True)
 
+    record["at_once"] = []
+    for device in devices:
+        batch = seeds_at_once(args.domains[0], args.seed, device, args.profile, args.at_once)
+        record["at_once"].append(batch)
+        print(f"AC-GATE, {batch['processes']} seeds at once on {device}: {batch['at_once_seconds']:.1f} s against "
+              f"{batch['one_after_another_seconds']:.1f} s one after another: {batch['runs_per_minute_at_once']:.1f} "
+              f"runs/min against {batch['runs_per_minute_one_after_another']:.1f}", flush=True)
     overhead = papermill_overhead(args.domains[0], args.seed, args.repeats, args.profile)
     record["papermill"] = overhead
     print(f"Papermill: 03_train (AC-GATE) costs {overhead['notebook_fixed_seconds']:.1f} s besides its training as a "
