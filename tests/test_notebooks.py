@@ -156,3 +156,22 @@ def test_data_prep_notebook_on_the_real_economics_panel(workspace, monkeypatch):
                                  "no training-window value for proxies 'mean:log_emp_hours'": 6}
     result = nbval(out, workspace)
     assert result.returncode == 0, result.stdout[-3000:]
+
+
+def test_a_failing_notebook_leaves_its_partial_copy_and_log_and_no_output(tmp_path, monkeypatch):
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    header = (ROOT / "notebooks" / "03_train.py").read_text().split("# %% [markdown]")[0]  # Jupytext kernelspec
+    source = tmp_path / "fails.py"
+    source.write_text(header + '# %% tags=["parameters"]\nvalue = 1\n\n'
+                      '# %%\nimport os\nprint("before, threads", os.environ["OMP_NUM_THREADS"])\n\n'
+                      '# %%\nraise ValueError(f"broken {value}")\n')
+    output = tmp_path / "out" / "fails.ipynb"
+    with pytest.raises(RuntimeError, match="fails.py failed"):
+        execute_notebook(source, output, {"value": 7})
+    assert not output.exists()
+    partial = nbformat.read(output.with_name(".fails.partial.ipynb"), as_version=4)
+    error = partial.cells[-1].outputs[-1]
+    assert error.output_type == "error" and error.evalue == "broken 7"
+    log = output.with_suffix(".log").read_text()
+    assert "before, threads 1" in log and "ValueError: broken 7" in log  # the kernel ran on one thread
+    assert "OMP_NUM_THREADS" not in os.environ  # and this process's environment is as it was

@@ -115,6 +115,8 @@ def execute_notebook(notebook: Path, output: Path, parameters: dict, cwd: Path |
             papermill.execute_notebook(source, partial, parameters=parameters, cwd=str(cwd or notebook.parent),
                                        log_output=True, progress_bar=False, shutdown_kernel="immediate")
     except Exception as err:
+        with open(log, "a") as sink:  # the failing cell's traceback, as Papermill reports it
+            sink.write(f"\n{type(err).__name__}: {err}\n")
         raise RuntimeError(f"{notebook.name} failed with {parameters}; see {log} "
                            f"and the partly executed {partial}") from err
     finally:
