@@ -4,7 +4,9 @@
 #                         present, the 20-seed grid of every available domain (02_synthetic_dgp, 03_train), the
 #                         audits (04_audit), the report (05_report: tables/, figures/) and the HTML view of every
 #                         executed notebook (runs/html/index.html); it names the domains it skipped and why
-#   make quick            the same grid with 3 seeds into runs/quick/ (tables and figures there too)
+#   make quick            the same grid with 3 seeds into runs/quick/ (tables and figures there too), and a small
+#                         audit calibration (2 replicates a scenario)
+#   make calibrate        only the audit calibration (06_audit_calibration: tables/audit_calibration.*, its figure)
 #   make dry-run          list the jobs `make paper` would run, and why, without running them
 #   make unlock           release the workflow's lock after a hard kill or power loss, then rerun `make paper`
 #   make bench            speed and memory benchmark (one thread per run; CUDA too when present): prints its figures
@@ -24,9 +26,10 @@ CONFIG ?=
 SNAKEMAKE_PROFILE ?=
 SNAKEMAKE = $(VENV)/bin/snakemake --snakefile workflow/Snakefile --cores $(JOBS) --rerun-incomplete --keep-going \
 	$(if $(SNAKEMAKE_PROFILE),--profile $(SNAKEMAKE_PROFILE))
-QUICK := seeds=3 runs_dir=runs/quick tables_dir=runs/quick/tables figures_dir=runs/quick/figures
+QUICK := seeds=3 runs_dir=runs/quick tables_dir=runs/quick/tables figures_dir=runs/quick/figures \
+	calibration_replicates=2 calibration_lag_free_replicates=5
 
-.PHONY: setup paper quick dry-run unlock bench data example test lint notebooks clean-runs
+.PHONY: setup paper quick calibrate dry-run unlock bench data example test lint notebooks clean-runs
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +45,9 @@ paper: setup
 
 quick: setup
 	$(SNAKEMAKE) --config $(QUICK) $(CONFIG)
+
+calibrate: setup
+	$(SNAKEMAKE) calibrate $(if $(CONFIG),--config $(CONFIG))
 
 dry-run: setup
 	$(SNAKEMAKE) --dry-run --quiet rules $(if $(CONFIG),--config $(CONFIG))

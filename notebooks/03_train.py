@@ -20,7 +20,8 @@
 #
 # - **Inputs**: `params/<domain>.yaml` (+ optional profile); the panel in `data/processed/<domain>/` (real
 #   domains, from `01_data_prep`) or `data/processed/<domain>/seed<NN>/` (synthetic: drawn and saved here if
-#   `02_synthetic_dgp` has not run). Proxy-shuffle domains permute the proxies once per seed.
+#   `02_synthetic_dgp` has not run). Proxy-shuffle domains permute the proxies once per seed; the method
+#   `shuffled_proxies` is AC-GATE on another permutation of them (the calibrated L1's comparator).
 # - **Outputs**: `runs/<domain>/seed<NN>/<method>/` with `metrics.json`, `lags.csv`, `predictions.csv`,
 #   `history.csv`, `model.pt` and `manifest.json` (parameters, seed, git SHA, package versions, device).
 
@@ -32,6 +33,7 @@ profile_file = ""  # optional overlay profile, e.g. params/smoke.yaml for a tiny
 methods = []  # methods to train; empty means the params file's list
 runs_dir = "runs"  # artifacts go to <runs_dir>/<domain>/seed<NN>/<method>/
 data_dir = "data"  # panels are read from <data_dir>/processed/
+retrain = False  # true: retrain a method even when its finished run has the same parameters (params hash)
 
 # %%
 import matplotlib.pyplot as plt
@@ -52,10 +54,11 @@ print(f"{params.domain} seed {seed}: {panel.n_entities} entities, K = {params.mo
 
 # %% [markdown]
 # ## Training
-# One progress line every `train.log_every` epochs and at the stop.
+# One progress line every `train.log_every` epochs and at the stop. A method whose finished run was trained under
+# the same parameters is kept (set `retrain = True` to redo it, e.g. after changing code under `lib/`).
 
 # %%
-metrics = {m: run_method(panel, params, m, seed, root / runs_dir) for m in to_train}
+metrics = {m: run_method(panel, params, m, seed, root / runs_dir, retrain=retrain) for m in to_train}
 out_dirs = {m: method_dir(root / runs_dir, params.domain, seed, m) for m in to_train}
 
 # %% [markdown]

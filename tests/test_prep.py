@@ -108,16 +108,15 @@ def test_proxy_shuffle_is_a_seeded_non_identity_permutation():
     original = panel.P.copy()
     permutations = set()
     for seed in range(20):
-        panel.P = original.copy()
-        perm = prep.shuffle_proxies(panel, seed)
+        shuffled, perm = panel.with_shuffled_proxies(seed, prep.PROXY_SHUFFLE_SALT)
         assert not np.array_equal(perm, np.arange(6))
-        np.testing.assert_array_equal(panel.P, original[perm])
+        np.testing.assert_array_equal(shuffled.P, original[perm])
         permutations.add(tuple(perm))
+    np.testing.assert_array_equal(panel.P, original)  # the panel itself is left as it is
     assert len(permutations) > 10
-    panel.P = original.copy()
-    first = prep.shuffle_proxies(panel, 3)
-    panel.P = original.copy()
-    np.testing.assert_array_equal(prep.shuffle_proxies(panel, 3), first)  # same seed, same permutation
+    first = panel.with_shuffled_proxies(3, prep.PROXY_SHUFFLE_SALT)[1]
+    np.testing.assert_array_equal(panel.with_shuffled_proxies(3, prep.PROXY_SHUFFLE_SALT)[1], first)  # same seed
+    assert not np.array_equal(panel.with_shuffled_proxies(3, 1)[1], first)  # another salt, another permutation
 
 
 def test_shuffle_domains_extend_their_base():

@@ -5,22 +5,27 @@
 
 Layers, per seed and method:
 
-- L0 forecast: test MSE, MAE, R2 (pooled, and the paper's per-time cross-sectional R2);
+- L0 forecast: test MSE, MAE, R2 (pooled, and the paper's per-time cross-sectional R2), every method and persistence
+  scored on the same test rows; the reference's held-out loss against every other method's, over seeds and over
+  entities (``heldout.csv``);
 - L1 degeneracy guard: sd_i(k*) against the paper's epsilon and against a practical threshold; seeds at or
   below epsilon are degenerate and skip L2;
 - L2 stratifier alignment: Spearman(k*, stratifier) with an entity-label permutation null,
   p = (1 + #{|rho_b| >= |rho|}) / (B + 1); across seeds mean |rho|, median rho, share of p < alpha,
   Fisher-combined p, sign consistency, and a permutation test on the seed-mean k* where every seed has the
-  same entities; stratifiers that duplicate a proxy are flagged circular;
+  same entities; stratifiers that duplicate a proxy are flagged circular (one proxy at a time, and jointly); the
+  alignment against lag-free k* (random functions of the proxies); the seed-to-seed agreement of k*;
 - L3 (synthetic): MAE and Spearman of k* against the lag centre and against the DGP mean lag.
 
 Across methods: paired Wilcoxon tests of seed-level metrics against the reference method (AC-GATE) on the
-seeds both have, and the verdict matrix with the rule behind each cell.
+seeds both have, and the verdicts of the paper's rules and of the calibrated rules (``acgate.verdicts``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,16 +33,17 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from acgate import statistics, verdicts
 from acgate.baselines import persistence
 from acgate.config import AuditConfig, Params
 from acgate.panel import Panel
 from acgate.runs import atomic_write, write_json
 
-VERDICTS = ("supported", "not certified", "ruled out", "not claimed")
-WILCOXON_COLUMNS = ["metric", "method", "reference", "n_pairs", "mean_diff", "median_diff", "W", "p", "note"]
+WILCOXON_COLUMNS = ["metric", "method", "reference", "n_pairs", "nonzero_pairs", "mean_diff", "median_diff",
+                    "hodges_lehmann", "W", "p", "note"]
 
 
-# --- statistics
+# --- metrics
 
 
 def forecast_metrics(y: np.ndarray, y_hat: np.ndarray, time: np.ndarray) -> dict[str, float]:
@@ -80,52 +86,10 @@ def l3_recovery(kstar: np.ndarray, truth: np.ndarray) -> dict[str, float]:
     return {"mae": mae, "spearman": rho}
 
 
-def _centred_ranks(values: np.ndarray) -> np.ndarray:
-    r = stats.rankdata(values)
-    r = r - r.mean()
-    return r / np.sqrt(np.sum(r**2))
-
-
-def permutation_spearman(kstar: np.ndarray, stratifier: np.ndarray, permutations: int,
-                         rng: np.random.Generator) -> tuple[float, float]:
-    """Spearman rho of k* (N,) and a stratifier (N,), and its entity-label permutation p-value
-    p = (1 + #{b : |rho_b| >= |rho|}) / (B + 1), with the stratifier's labels shuffled B times.
-    Both are NaN when either variable is constant."""
-    if np.ptp(kstar) == 0 or np.ptp(stratifier) == 0:
-        return float("nan"), float("nan")
-    k, s = _centred_ranks(kstar), _centred_ranks(stratifier)  # Spearman = Pearson of (average) ranks
-    rho = float(k @ s)
-    shuffled = rng.permuted(np.broadcast_to(s, (permutations, len(s))), axis=1)  # (B, N)
-    null = shuffled @ k
-    exceed = int(np.sum(np.abs(null) >= abs(rho) - 1e-12))  # tolerance: ties in |rho| count as exceeding
-    return rho, (1 + exceed) / (permutations + 1)
-
-
-def fisher_combined(pvalues: np.ndarray) -> float:
-    """Fisher's combination of independent p-values (scipy); NaN when there are none."""
-    pvalues = np.asarray(pvalues, dtype=float)
-    pvalues = pvalues[np.isfinite(pvalues)]
-    return float(stats.combine_pvalues(pvalues, method="fisher").pvalue) if len(pvalues) else float("nan")
-
-
-def paired_wilcoxon(values: pd.Series, reference: pd.Series) -> dict:
-    """Two-sided paired Wilcoxon signed-rank test (scipy) of ``values - reference`` over the seeds (index)
-    both have. W is scipy's statistic, min(W+, W-); differences are method minus reference."""
-    both = pd.concat({"m": values, "r": reference}, axis=1).dropna()
-    diff = both.m - both.r
-    row = {"n_pairs": len(both), "mean_diff": diff.mean() if len(both) else np.nan,
-           "median_diff": diff.median() if len(both) else np.nan, "W": np.nan, "p": np.nan, "note": ""}
-    if len(both) == 0:
-        row["note"] = "no common seeds"
-    elif (diff == 0).all():
-        row["note"] = "identical on every seed"
-    else:
-        test = stats.wilcoxon(both.m, both.r)
-        row.update(W=float(test.statistic), p=float(test.pvalue))
-    return row
-
-
 # --- loading the artifacts of a domain
+
+
+RUN_FILES = ("metrics.json", "lags.csv", "predictions.csv")
 
 
 @dataclass
@@ -134,6 +98,7 @@ class Run:
     method: str
     metrics: dict
     lags: pd.DataFrame
+    test: pd.DataFrame  # the test rows of predictions.csv: entity, time, y, y_hat
 
 
 @dataclass
@@ -156,13 +121,15 @@ def load_runs(runs_root: Path, domain: str) -> tuple[list[Run], list[str]]:
     for method_dir in sorted(domain_dir.glob("seed*/*/")):
         if not method_dir.name.isidentifier() or method_dir.parent.name == "audit":
             continue
-        missing = [f for f in ("metrics.json", "lags.csv") if not (method_dir / f).is_file()]
+        missing = [f for f in RUN_FILES if not (method_dir / f).is_file()]
         if missing:
             problems.append(f"{method_dir}: {', '.join(missing)} missing (run unfinished?); skipped")
             continue
         seed = int(method_dir.parent.name.removeprefix("seed"))
+        predictions = pd.read_csv(method_dir / "predictions.csv", dtype={"entity": str})
         runs.append(Run(seed, method_dir.name, json.loads((method_dir / "metrics.json").read_text()),
-                        pd.read_csv(method_dir / "lags.csv", dtype={"entity": str})))
+                        pd.read_csv(method_dir / "lags.csv", dtype={"entity": str}),
+                        predictions.loc[predictions.split == "test", ["entity", "time", "y", "y_hat"]]))
     if not runs:
         raise FileNotFoundError(f"no finished run under {domain_dir}" + "".join(f"; {p}" for p in problems))
     seeds = {m: sorted(r.seed for r in runs if r.method == m) for m in dict.fromkeys(r.method for r in runs)}
@@ -188,11 +155,74 @@ def load_entity_info(data_root: Path, domain: str, seed: int) -> EntityInfo | No
     return None if panel is None else EntityInfo.from_panel(panel)
 
 
-def persistence_l0(panel: Panel, max_lag: int) -> dict[str, float]:
-    """L0 test metrics of persistence (y_hat_t = y_{t-1}), the floor of any forecasting claim."""
-    preds = persistence(panel, max_lag)
-    test = preds[preds.split == "test"]
-    return forecast_metrics(test.y.to_numpy(), test.y_hat.to_numpy(), test.time.to_numpy())
+def shares_entities(panels: dict[int, Panel | None]) -> bool:
+    """True when every seed has the same entities and the same targets (a real panel, trained with several seeds),
+    so seeds are not independent draws and only training randomness differs between them."""
+    found = [p for p in panels.values() if p is not None]
+    return len(found) > 1 and all(np.array_equal(p.entities, found[0].entities)
+                                  and np.array_equal(p.Y, found[0].Y, equal_nan=True) for p in found[1:])
+
+
+# --- L0 and the held-out comparisons
+
+
+def scored_rows(runs: list[Run], panels: dict[int, Panel | None], max_lag: int) -> pd.DataFrame:
+    """The test rows every method of a seed (and persistence, y_hat_t = y_{t-1}) predicts, so that all are scored
+    on the same targets: seed, method, entity, time, y, y_hat."""
+    frames = [r.test.assign(seed=r.seed, method=r.method) for r in runs]
+    frames += [persistence(panel, max_lag).query("split == 'test'").assign(seed=seed, method="persistence")
+               for seed, panel in panels.items() if panel is not None]
+    rows = pd.concat(frames, ignore_index=True)[["seed", "method", "entity", "time", "y", "y_hat"]]
+    rows = rows[np.isfinite(rows.y_hat) & np.isfinite(rows.y)]
+    present = rows.groupby(["seed", "entity", "time"]).method.transform("nunique")
+    return rows[present == rows.seed.map(rows.groupby("seed").method.nunique())].reset_index(drop=True)
+
+
+def heldout_comparisons(scored: pd.DataFrame, cfg: AuditConfig) -> pd.DataFrame:
+    """The reference's test loss against every other method's on the same rows: the difference of squared errors
+    (comparator - reference, positive when the reference is better) tested one-sided both ways, over seeds (paired
+    Wilcoxon of per-seed MSE) and over entities (block bootstrap of the seed-averaged per-entity MSE difference),
+    with Holm-adjusted p over the comparators of the larger of the two."""
+    loss = scored.assign(loss=(scored.y_hat - scored.y) ** 2)
+    by_seed = loss.groupby(["method", "seed"]).loss.mean().unstack("seed")
+    by_entity = loss.groupby(["method", "seed", "entity"]).loss.mean()
+    rows = []
+    if cfg.reference in by_seed.index:
+        for comparator in by_seed.index.drop(cfg.reference):
+            seed_diff = (by_seed.loc[comparator] - by_seed.loc[cfg.reference]).dropna().to_numpy()
+            entity_diff = (by_entity.loc[comparator] - by_entity.loc[cfg.reference]).dropna().groupby("entity").mean()
+            rng = np.random.default_rng([cfg.permutation_seed, zlib.crc32(comparator.encode())])
+            entity_better, entity_worse = statistics.entity_bootstrap(entity_diff.to_numpy(), cfg.bootstrap, rng)
+            seed_better, seed_worse = statistics.wilcoxon_greater(seed_diff), statistics.wilcoxon_greater(-seed_diff)
+            rows.append({"comparator": comparator, "seeds": len(seed_diff),
+                         "nonzero_pairs": int(np.sum(seed_diff != 0)), "entities": len(entity_diff),
+                         "mean_loss_diff": seed_diff.mean(), "hodges_lehmann": statistics.hodges_lehmann(seed_diff),
+                         "p_seed_better": seed_better, "p_seed_worse": seed_worse,
+                         "p_entity_better": entity_better, "p_entity_worse": entity_worse,
+                         "p_better": max(seed_better, entity_better), "p_worse": max(seed_worse, entity_worse)})
+    table = pd.DataFrame(rows, columns=HELDOUT_COLUMNS[:-2])
+    for side in ("better", "worse"):
+        table[f"holm_{side}"] = table.comparator.map(statistics.holm(dict(zip(table.comparator, table[f"p_{side}"],
+                                                                              strict=True))))
+    return table
+
+
+HELDOUT_COLUMNS = ["comparator", "seeds", "nonzero_pairs", "entities", "mean_loss_diff", "hodges_lehmann",
+                   "p_seed_better", "p_seed_worse", "p_entity_better", "p_entity_worse", "p_better", "p_worse",
+                   "holm_better", "holm_worse"]
+
+
+def seed_agreement_table(runs: list[Run], shared: bool) -> pd.DataFrame:
+    """Per method: how far the k* ordering of entities agrees between seeds (Spearman of every seed pair). Only
+    where seeds share entities; otherwise every seed is a fresh draw and its own replication."""
+    rows = []
+    for method in dict.fromkeys(r.method for r in runs):
+        if shared:
+            kstar = pd.concat({r.seed: r.lags.set_index("entity").kstar for r in runs if r.method == method}, axis=1)
+            rows.append({"method": method, "applicable": True, **statistics.seed_agreement(kstar)})
+        else:
+            rows.append({"method": method, "applicable": False, **statistics.seed_agreement(pd.DataFrame())})
+    return pd.DataFrame(rows)
 
 
 # --- the audit
@@ -208,20 +238,30 @@ class AuditResult:
     l2_summary: pd.DataFrame
     l3: pd.DataFrame
     wilcoxon: pd.DataFrame
+    heldout: pd.DataFrame
+    seed_agreement: pd.DataFrame
     kstar_by_entity: pd.DataFrame
     verdicts: dict
+    verdicts_paper: dict
+    shared_entities: bool = False
     problems: list[str] = field(default_factory=list)
 
     def write(self, directory: Path) -> None:
-        """The audit outputs of DESIGN section 4, each written atomically."""
+        """The audit outputs (tables as CSV, verdicts.json), each written atomically."""
         for name in AUDIT_TABLES:
             frame = getattr(self, name)
             atomic_write(Path(directory) / f"{name}.csv", lambda f, frame=frame: frame.to_csv(f, index=False))
-        write_json(Path(directory) / "verdicts.json", {"domain": self.domain, "verdicts": self.verdicts,
-                                                        "problems": self.problems, "audit": vars(self.config)})
+        write_json(Path(directory) / "verdicts.json",
+                   {"domain": self.domain, "verdicts": self.verdicts, "verdicts_paper": self.verdicts_paper,
+                    "shared_entities": self.shared_entities, "problems": self.problems,
+                    "audit": dataclasses.asdict(self.config)})
+
+    def warnings(self) -> list[str]:
+        """Every warning the calibrated verdicts carry, once."""
+        return list(dict.fromkeys(w for c in self.verdicts.values() for w in c.get("warnings", [])))
 
 
-AUDIT_TABLES = ("l0", "l1", "l2", "l2_summary", "l3", "wilcoxon", "kstar_by_entity")
+AUDIT_TABLES = ("l0", "l1", "l2", "l2_summary", "l3", "wilcoxon", "heldout", "seed_agreement", "kstar_by_entity")
 
 
 def read_audit(directory: Path) -> AuditResult:
@@ -235,8 +275,10 @@ def read_audit(directory: Path) -> AuditResult:
         except pd.errors.EmptyDataError:
             return pd.DataFrame()
 
-    return AuditResult(meta["domain"], AuditConfig(**meta["audit"]), *(table(n) for n in AUDIT_TABLES[:-1]),
-                       kstar_by_entity=table("kstar_by_entity"), verdicts=meta["verdicts"], problems=meta["problems"])
+    audit = {k: tuple(v) if isinstance(v, list) else v for k, v in meta["audit"].items()}
+    return AuditResult(meta["domain"], AuditConfig(**audit), *(table(n) for n in AUDIT_TABLES),
+                       verdicts=meta["verdicts"], verdicts_paper=meta["verdicts_paper"],
+                       shared_entities=meta["shared_entities"], problems=meta["problems"])
 
 
 def _l2_rows(runs: list[Run], l1: pd.DataFrame, info: dict[int, EntityInfo | None], cfg: AuditConfig) -> pd.DataFrame:
@@ -248,75 +290,108 @@ def _l2_rows(runs: list[Run], l1: pd.DataFrame, info: dict[int, EntityInfo | Non
             continue
         for j, name in enumerate(entity_info.stratifiers.columns):
             row = {"seed": run.seed, "method": run.method, "kstar_kind": run.lags.kstar_kind.iloc[0],
-                   "stratifier": name, "rho": np.nan, "p_perm": np.nan, "n_entities": 0,
-                   "permutations": cfg.permutations, "skipped": ""}
+                   "stratifier": name, "rho": np.nan, "p_perm": np.nan, "lag_free_median_abs_rho": np.nan,
+                   "lag_free_p": np.nan, "n_entities": 0, "permutations": cfg.permutations, "skipped": ""}
             if degenerate[(run.seed, run.method)]:
                 row["skipped"] = f"L1 degenerate (sd of k* <= epsilon = {cfg.epsilon:g})"
             else:
-                joined = run.lags.set_index("entity")[["kstar"]].join(entity_info.stratifiers[[name]], how="inner")
-                joined = joined.dropna()
+                joined = _joined(run.lags.set_index("entity").kstar, entity_info, name)
                 rng = np.random.default_rng([cfg.permutation_seed, run.seed, j])
-                row["rho"], row["p_perm"] = permutation_spearman(joined.kstar.to_numpy(), joined[name].to_numpy(),
-                                                                 cfg.permutations, rng)
+                row["rho"], row["p_perm"] = statistics.permutation_spearman(
+                    joined.kstar.to_numpy(), joined[name].to_numpy(), cfg.permutations, rng)
+                row["lag_free_median_abs_rho"], row["lag_free_p"] = statistics.lag_free_p(
+                    joined.kstar.to_numpy(), joined[name].to_numpy(),
+                    joined[entity_info.proxies.columns].to_numpy(), cfg.permutations, rng)
                 row["n_entities"] = len(joined)
             rows.append(row)
     return pd.DataFrame(rows)
 
 
-def _proxy_overlap(info: dict[int, EntityInfo | None]) -> dict[str, tuple[float, str]]:
-    """For each stratifier, the largest |Spearman| with any proxy over seeds, and that proxy's name."""
-    overlap: dict[str, tuple[float, str]] = {}
+def _joined(kstar: pd.Series, entity_info: EntityInfo, stratifier: str) -> pd.DataFrame:
+    """k*, one stratifier and the proxies of the entities that have all of them."""
+    return (kstar.to_frame("kstar").join(entity_info.stratifiers[[stratifier]], how="inner")
+            .join(entity_info.proxies, how="inner", rsuffix="_proxy").dropna())
+
+
+def _proxy_overlap(info: dict[int, EntityInfo | None]) -> dict[str, tuple[float, str, float]]:
+    """For each stratifier over seeds: the largest |Spearman| with any one proxy and that proxy's name (the paper
+    rule's circularity), and the largest rank multiple correlation with all proxies jointly (the calibrated one)."""
+    overlap: dict[str, tuple[float, str, float]] = {}
     for entity_info in info.values():
         if entity_info is None:
             continue
         for name in entity_info.stratifiers.columns:
-            for proxy in entity_info.proxies.columns:
-                joined = pd.concat([entity_info.stratifiers[name], entity_info.proxies[proxy]], axis=1,
-                                   join="inner").dropna()
-                rho = 1.0 if name == proxy else abs(stats.spearmanr(joined.iloc[:, 0], joined.iloc[:, 1]).statistic)
-                if rho > overlap.get(name, (-1.0, ""))[0]:
-                    overlap[name] = (float(rho), proxy)
+            joined = entity_info.stratifiers[[name]].join(entity_info.proxies, how="inner", rsuffix="_proxy").dropna()
+            proxies = joined.drop(columns=name)
+            best, closest, joint = overlap.get(name, (-1.0, "", -1.0))
+            for proxy in proxies.columns:
+                rho = 1.0 if name == proxy else abs(stats.spearmanr(joined[name], proxies[proxy]).statistic)
+                if rho > best:
+                    best, closest = float(rho), proxy
+            joint = max(joint, 1.0 if name in proxies.columns else
+                        statistics.rank_multiple_correlation(joined[name].to_numpy(), proxies.to_numpy()))
+            overlap[name] = (best, closest, joint)
     return overlap
 
 
 def _seed_pooled(runs: list[Run], l2: pd.DataFrame, info: dict[int, EntityInfo | None], method: str,
-                 stratifier: str, cfg: AuditConfig) -> tuple[float, float, str]:
-    """Permutation test of the seed-mean k* per entity; only meaningful when every seed has the same entities
-    and stratifier values (real panels), since seeds are not independent draws of entities."""
+                 stratifier: str, cfg: AuditConfig) -> dict:
+    """Permutation and lag-free tests of the seed-mean k* per entity; only meaningful when every seed has the same
+    entities and stratifier values (real panels), since seeds are not independent draws of entities."""
+    out = {"pooled_rho": np.nan, "pooled_p": np.nan, "pooled_lag_free_p": np.nan, "pooled_note": ""}
     tested = set(l2.loc[(l2.method == method) & (l2.stratifier == stratifier) & l2.rho.notna(), "seed"])
     frames = [info[r.seed].stratifiers[stratifier] for r in runs if r.method == method and r.seed in tested]
     if len(frames) < 2:
-        return np.nan, np.nan, "fewer than two tested seeds"
+        return {**out, "pooled_note": "fewer than two tested seeds"}
     if not all(f.equals(frames[0]) for f in frames[1:]):
-        return np.nan, np.nan, "n/a: entities or stratifier values differ across seeds"
+        return {**out, "pooled_note": "n/a: entities or stratifier values differ across seeds"}
     kstar = pd.concat([r.lags.set_index("entity").kstar for r in runs if r.method == method and r.seed in tested],
                       axis=1).mean(axis=1)
-    joined = kstar.to_frame("kstar").join(frames[0], how="inner").dropna()
+    joined = _joined(kstar, info[min(tested)], stratifier)
     rng = np.random.default_rng([cfg.permutation_seed, 10_000])
-    rho, p = permutation_spearman(joined.kstar.to_numpy(), joined[stratifier].to_numpy(), cfg.permutations, rng)
-    return rho, p, ""
+    out["pooled_rho"], out["pooled_p"] = statistics.permutation_spearman(
+        joined.kstar.to_numpy(), joined[stratifier].to_numpy(), cfg.permutations, rng)
+    out["pooled_lag_free_p"] = statistics.lag_free_p(
+        joined.kstar.to_numpy(), joined[stratifier].to_numpy(),
+        joined[info[min(tested)].proxies.columns].to_numpy(), cfg.permutations, rng)[1]
+    return out
 
 
-def _l2_summary(runs, l2, info, proxy_names: set[str], cfg: AuditConfig) -> pd.DataFrame:
+def _l2_summary(runs, l2, info, proxy_names: set[str], cfg: AuditConfig, shared: bool) -> pd.DataFrame:
     overlap = _proxy_overlap(info)
     rows = []
     for (method, stratifier), g in l2.groupby(["method", "stratifier"], sort=False):
         tested = g[g.rho.notna()]
         signs = np.sign(tested.rho)
-        pooled_rho, pooled_p, pooled_note = _seed_pooled(runs, l2, info, method, stratifier, cfg)
-        proxy_rho, closest = overlap.get(stratifier, (np.nan, ""))
-        rows.append({
+        pooled = _seed_pooled(runs, l2, info, method, stratifier, cfg)
+        proxy_rho, closest, joint = overlap.get(stratifier, (np.nan, "", np.nan))
+        fisher_p = statistics.fisher_combined(tested.p_perm)
+        row = {
             "method": method, "kstar_kind": g.kstar_kind.iloc[0], "stratifier": stratifier,
             "circular": bool(stratifier in proxy_names or proxy_rho >= cfg.circular_threshold),
             "max_abs_spearman_with_proxy": proxy_rho, "closest_proxy": closest,
+            "proxy_r_joint": joint,
+            "circular_joint": bool(stratifier in proxy_names or joint >= cfg.circular_threshold),
             "seeds_tested": len(tested), "seeds_skipped": int((g.skipped != "").sum()),
             "mean_abs_rho": tested.rho.abs().mean(), "median_rho": tested.rho.median(),
             "share_p_below_alpha": (tested.p_perm < cfg.alpha).mean() if len(tested) else np.nan,
-            "fisher_p": fisher_combined(tested.p_perm),
+            "fisher_p": fisher_p, "fisher_valid": not shared,
             "sign_consistency": max((signs > 0).mean(), (signs < 0).mean()) if len(tested) else np.nan,
-            "pooled_rho": pooled_rho, "pooled_p": pooled_p, "pooled_note": pooled_note,
-        })
-    return pd.DataFrame(rows)
+            **pooled,
+            "lag_free_median_abs_rho": tested.lag_free_median_abs_rho.median(),
+            # the calibrated rule's tests: on the seed-mean k* where seeds share entities, else Fisher over seeds
+            "alignment_rho": pooled["pooled_rho"] if shared else tested.rho.median(),
+            "alignment_p": pooled["pooled_p"] if shared else fisher_p,
+            "lag_free_p": pooled["pooled_lag_free_p"] if shared else statistics.fisher_combined(tested.lag_free_p),
+        }
+        row["p_calibrated"] = max(row["alignment_p"], row["lag_free_p"])
+        rows.append(row)
+    summary = pd.DataFrame(rows)
+    summary["p_holm"] = np.nan
+    for _, g in summary[~summary.circular_joint].groupby("method"):
+        adjusted = statistics.holm(dict(zip(g.index, g.p_calibrated, strict=True)))
+        summary.loc[list(adjusted), "p_holm"] = list(adjusted.values())
+    return summary
 
 
 def _wilcoxon(l0: pd.DataFrame, l3: pd.DataFrame, reference: str) -> pd.DataFrame:
@@ -332,23 +407,24 @@ def _wilcoxon(l0: pd.DataFrame, l3: pd.DataFrame, reference: str) -> pd.DataFram
     for metric in per_seed.columns:
         ref = per_seed.loc[reference, metric]
         for method in methods.drop(reference):
-            row = paired_wilcoxon(per_seed.loc[method, metric], ref)
+            row = statistics.paired_wilcoxon(per_seed.loc[method, metric], ref)
             if row["n_pairs"]:  # e.g. persistence has no k*
                 rows.append({"metric": metric, "method": method, "reference": reference, **row})
     return pd.DataFrame(rows, columns=WILCOXON_COLUMNS)
 
 
 def audit_domain(params: Params, runs_root: Path, data_root: Path) -> AuditResult:
-    """Run L0-L3, the paired tests and the verdicts on ``runs/<domain>/``; incomplete runs are reported in
+    """Run L0-L3, the paired tests and both sets of verdicts on ``runs/<domain>/``; incomplete runs are reported in
     ``problems`` and left out, and the audit of what is complete still runs."""
     cfg = params.audit
     runs, problems = load_runs(runs_root, params.domain)
     seeds = sorted({r.seed for r in runs})
     panels = {seed: load_panel(data_root, params.domain, seed) for seed in seeds}
-    test = [{"seed": r.seed, "method": r.method, **r.metrics["test"]} for r in runs]
-    test += [{"seed": seed, "method": "persistence", **persistence_l0(panel, params.model.max_lag)}
-             for seed, panel in panels.items() if panel is not None]
-    l0 = pd.DataFrame(test)
+    shared = shares_entities(panels)
+    scored = scored_rows(runs, panels, params.model.max_lag)
+    l0 = pd.DataFrame([{"seed": seed, "method": method, **forecast_metrics(g.y.to_numpy(), g.y_hat.to_numpy(),
+                                                                           g.time.to_numpy())}
+                       for (seed, method), g in scored.groupby(["seed", "method"], sort=False)])
     l1 = pd.DataFrame([{"seed": r.seed, "method": r.method, "kstar_kind": r.lags.kstar_kind.iloc[0],
                         "kstar_sd": float(r.lags.kstar.std(ddof=0))} for r in runs])
     l1["degenerate_paper"] = l1.kstar_sd <= cfg.epsilon
@@ -358,107 +434,39 @@ def audit_domain(params: Params, runs_root: Path, data_root: Path) -> AuditResul
     for seed, entity_info in info.items():
         if entity_info is None:
             problems.append(f"seed {seed:02d}: no panel under {Path(data_root) / 'processed' / params.domain}; "
-                            "L2 skipped for this seed")
+                            "persistence and L2 skipped for this seed")
     proxy_names = {p for e in info.values() if e is not None for p in e.proxies.columns}
     l2 = _l2_rows(runs, l1, info, cfg)
-    l2_summary = _l2_summary(runs, l2, info, proxy_names, cfg) if not l2.empty else pd.DataFrame()
+    l2_summary = _l2_summary(runs, l2, info, proxy_names, cfg, shared) if not l2.empty else pd.DataFrame()
 
     l3 = pd.DataFrame([{"seed": r.seed, "method": r.method,
                         **{f"{stat}_{truth}": value for truth in ("lag_centre", "dgp_mean_lag")
                            for stat, value in l3_recovery(r.lags.kstar.to_numpy(),
                                                           r.lags[{"lag_centre": "kstar_true"}.get(truth, truth)]
                                                           .to_numpy()).items()}}
-                       for r in runs if "kstar_true" in r.lags])
+                       for r in runs if "kstar_true" in r.lags and r.lags.kstar_true.notna().any()])
     wilcoxon = _wilcoxon(l0, l3, cfg.reference)
+    heldout = heldout_comparisons(scored, cfg)
+    agreement = seed_agreement_table(runs, shared)
     columns = ["entity", "seed", "method", "kstar", "kstar_kind", "kstar_true"]
     kstar_by_entity = pd.concat([r.lags.reindex(columns=columns).assign(seed=r.seed, method=r.method)
                                  for r in runs], ignore_index=True)[columns]
-    verdicts = decide(cfg, l1, l2_summary, l3, wilcoxon, has_stratifiers=not l2.empty)
-    return AuditResult(params.domain, cfg, l0, l1, l2, l2_summary, l3, wilcoxon, kstar_by_entity, verdicts, problems)
-
-
-# --- verdicts
-
-
-def _cell(verdict: str, rule: str, evidence: str) -> dict:
-    assert verdict in VERDICTS
-    return {"verdict": verdict, "rule": rule, "evidence": evidence}
-
-
-def decide(cfg: AuditConfig, l1: pd.DataFrame, l2_summary: pd.DataFrame, l3: pd.DataFrame,
-           wilcoxon: pd.DataFrame, has_stratifiers: bool) -> dict:
-    """The L0-L3 verdicts for the reference method, each with the rule that produced it."""
-    ref, a = cfg.reference, cfg.alpha
-    out = {}
-
-    rule = (f"supported: {ref}'s test MSE is lower than every other method's with paired Wilcoxon p < {a}; "
-            f"ruled out: some method's test MSE is lower than {ref}'s with p < {a}; else not certified")
-    mse = wilcoxon[wilcoxon.metric == "test_mse"]
-    if mse.empty:
-        out["L0"] = _cell("not certified", rule, "no other method to compare with")
-    else:
-        better = mse[(mse.p < a) & (mse.mean_diff < 0)]
-        worse = mse[(mse.p < a) & (mse.mean_diff > 0)]
-        evidence = "; ".join(f"{r.method}: diff {r.mean_diff:+.4g}, p {r.p:.2g}" for r in mse.itertuples())
-        verdict = ("ruled out" if len(better) else "supported" if len(worse) == len(mse) else "not certified")
-        out["L0"] = _cell(verdict, rule, evidence)
-
-    mine = l1[l1.method == ref]
-    rule = (f"supported: sd_i(k*) > {cfg.practical_sd} (practical) in at least {cfg.l1_min_share:.0%} of seeds; "
-            f"ruled out: sd_i(k*) <= epsilon = {cfg.epsilon:g} in every seed; else not certified")
-    if mine.empty:
-        out["L1"] = _cell("not claimed", rule, f"no runs of {ref}")
-    else:
-        share = (~mine.degenerate_practical).mean()
-        evidence = (f"mean sd(k*) {mine.kstar_sd.mean():.3f}; non-degenerate seeds: {share:.0%} practical, "
-                    f"{(~mine.degenerate_paper).mean():.0%} with the paper's epsilon")
-        verdict = ("ruled out" if mine.degenerate_paper.all() else
-                   "supported" if share >= cfg.l1_min_share else "not certified")
-        out["L1"] = _cell(verdict, rule, evidence)
-
-    rule = (f"supported: for some non-circular stratifier, Fisher p < {a}, at least half the seeds with permutation "
-            f"p < {a}, and (where every seed has the same entities) seed-pooled p < {a}; ruled out: every seed "
-            "L1-degenerate; else not certified")
-    summary = l2_summary[l2_summary.method == ref] if not l2_summary.empty else l2_summary
-    if not has_stratifiers:
-        out["L2"] = _cell("not claimed", rule, "no stratifiers")
-    elif summary.empty or summary.seeds_tested.sum() == 0:
-        out["L2"] = _cell("ruled out", rule, "every seed L1-degenerate: nothing to stratify")
-    else:
-        passes = summary[(summary.fisher_p < a) & (summary.share_p_below_alpha >= 0.5)
-                         & ~(summary.pooled_p >= a)]  # pooled p NaN (not applicable) does not block
-        clean = passes[~passes.circular]
-        evidence = "; ".join(f"{r.stratifier}{' (circular)' if r.circular else ''}: mean|rho| {r.mean_abs_rho:.3f}, "
-                             f"share p<{a} {r.share_p_below_alpha:.2f}, Fisher p {r.fisher_p:.2g}"
-                             for r in summary.itertuples())
-        if len(passes) and clean.empty:
-            evidence += "; only circular stratifiers pass"
-        out["L2"] = _cell("supported" if len(clean) else "not certified", rule, evidence)
-
-    rule = (f"supported: mean Spearman(k*, lag centre) >= {cfg.l3_min_spearman} and k* MAE lower than each "
-            f"collapsed ablation's with paired Wilcoxon p < {a}; ruled out: mean Spearman < 0.2; else not certified "
-            "(also when Spearman is undefined because k* or the truth is constant)")
-    mine = l3[l3.method == ref] if not l3.empty else l3
-    if mine.empty:
-        out["L3"] = _cell("not claimed", rule, "no ground truth")
-    else:
-        rho = mine.spearman_lag_centre.mean()
-        collapsed = wilcoxon[(wilcoxon.metric == "kstar_mae_lag_centre")
-                             & wilcoxon.method.isin(["no_ac_encoder", "uniform_lag"])]
-        beats = bool(((collapsed.p < a) & (collapsed.mean_diff > 0)).all())
-        evidence = (f"mean Spearman {rho:.3f}, mean MAE {mine.mae_lag_centre.mean():.3f}; "
-                    + ("; ".join(f"{r.method} MAE diff {r.mean_diff:+.3f}, p {r.p:.2g}" for r in collapsed.itertuples())
-                       or "no collapsed ablation to compare with"))
-        verdict = ("not certified" if np.isnan(rho) else "ruled out" if rho < 0.2 else
-                   "supported" if rho >= cfg.l3_min_spearman and beats else "not certified")
-        out["L3"] = _cell(verdict, rule, evidence)
-    return out
+    has_stratifiers = not l2.empty
+    return AuditResult(
+        params.domain, cfg, l0, l1, l2, l2_summary, l3, wilcoxon, heldout, agreement, kstar_by_entity,
+        verdicts=verdicts.calibrated_verdicts(cfg, l1, heldout, agreement, l2_summary, l3, wilcoxon,
+                                              has_stratifiers, shared),
+        verdicts_paper=verdicts.paper_verdicts(cfg, l1, l2_summary, l3, wilcoxon, has_stratifiers),
+        shared_entities=shared, problems=problems)
 
 
 def verdict_matrix(results: list[AuditResult]) -> pd.DataFrame:
-    """Domains x layers: the verdict of each cell (rules and evidence are in each result's verdicts)."""
-    return pd.DataFrame({r.domain: {layer: cell["verdict"] for layer, cell in r.verdicts.items()}
-                         for r in results}).T.rename_axis("domain")
+    """Domains x (rule, layer): the verdict of each cell under the paper's rules and the calibrated ones (rules and
+    evidence are in each result's verdicts.json)."""
+    cells = {r.domain: {(rule, layer): cell["verdict"] for rule, found in (("paper", r.verdicts_paper),
+                                                                        ("calibrated", r.verdicts))
+                        for layer, cell in found.items()} for r in results}
+    return pd.DataFrame(cells).T.rename_axis("domain")
 
 
 def proxy_shuffle_comparison(original: AuditResult, shuffled: AuditResult, method: str = "acgate") -> pd.DataFrame:

@@ -23,10 +23,11 @@ from typing import Any
 
 import yaml
 
-GATE_METHODS = ("acgate", "no_ac_encoder", "uniform_lag", "no_recon_reg")  # AC-GATE and its ablations
+# AC-GATE, its ablations, and AC-GATE trained on proxies permuted across entities (the calibrated L1's comparator)
+GATE_METHODS = ("acgate", "no_ac_encoder", "uniform_lag", "no_recon_reg", "shuffled_proxies")
 NEURAL_BASELINES = ("plain_lstm", "tft", "ganet")
 METHODS = GATE_METHODS + NEURAL_BASELINES + ("grouped_ardl",)
-SCENARIOS = ("linear", "nonlinear", "constant")
+SCENARIOS = ("linear", "nonlinear", "constant", "two_regime")
 LOADERS = ("pwt", "owid_wgi", "csv")
 
 
@@ -106,7 +107,8 @@ class SyntheticConfig:
     """The synthetic data-generating process (paper Algorithm 2, DESIGN section 7)."""
 
     scenario: str = _param("linear", "lag-centre map: linear 3+7(1-z), nonlinear 10(1-z)^2, constant (a null: "
-                           "every entity has lag centre constant_centre)", _one_of(*SCENARIOS))
+                           "every entity has lag centre constant_centre), two_regime (3 where z >= 0.5, else "
+                           "lag_horizon)", _one_of(*SCENARIOS))
     constant_centre: int = _param(5, "lag centre of every entity under scenario constant", _int_at_least(1))
     n_entities: int = _param(200, "number of entities N", _int_at_least(2))
     n_steps: int = _param(30, "number of time steps T (time index 0..T-1)", _int_at_least(3))
@@ -208,8 +210,15 @@ class AuditConfig:
     practical_sd: float = _param(0.25, "L1 (practical): sd_i(k*) a reader would notice, in lags", _non_negative)
     l1_min_share: float = _param(0.8, "L1 supported when at least this share of seeds beats practical_sd",
                                  _unit_interval_open_right)
-    circular_threshold: float = _param(0.95, "a stratifier is flagged circular when |Spearman| with a proxy reaches "
-                                       "this (or it shares a proxy's name)", _positive)
+    circular_threshold: float = _param(0.95, "a stratifier is circular when |Spearman| with a proxy (paper rule) or "
+                                       "the rank multiple correlation with all proxies jointly (calibrated rule) "
+                                       "reaches this, or it shares a proxy's name", _positive)
+    bootstrap: int = _param(2000, "entity block bootstrap resamples of the held-out loss comparisons (L0, L1)",
+                            _int_at_least(1))
+    min_seed_agreement: float = _param(0.5, "calibrated L2 needs the median seed-to-seed Spearman of k* at least "
+                                       "this where seeds share entities", _non_negative)
+    heterogeneity_comparators: tuple = _param(("no_ac_encoder", "shuffled_proxies"), "calibrated L1: methods the "
+                                              "reference must beat on held-out loss", _names(1))
     l3_min_spearman: float = _param(0.8, "L3 supported needs mean Spearman(k*, lag centre) at least this",
                                     _non_negative)
     reference: str = _param("acgate", "the method the verdicts and paired tests are about", _one_of(*GATE_METHODS))

@@ -5,6 +5,7 @@ For entity i with latent moderator z_i ~ U(0, 1):
     lag centre  k_c = clip(round(3 + 7 (1 - z)), 1, K)        (linear)
                 k_c = clip(round(10 (1 - z)^2), 1, K)          (nonlinear)
                 k_c = constant_centre for every entity         (constant: a null with no lag heterogeneity)
+                k_c = 3 where z >= 0.5, else K                 (two_regime: short and long lags)
     lag weights w_k ∝ exp(-0.5 ((k - k_c) / width)^2),  k = 1..K, summing to one
     target      Y_t = sum_k w_k X_{t-k} + c X_t + a z + b s_0 + noise   (X before t = 0 is zero)
 
@@ -37,8 +38,10 @@ def lag_centre(z: np.ndarray, scenario: str, max_lag: int, constant_centre: int 
         raw = 10 * (1 - z) ** 2
     elif scenario == "constant":
         raw = np.full_like(z, constant_centre)
+    elif scenario == "two_regime":
+        raw = np.where(z >= 0.5, 3.0, max_lag)
     else:
-        raise ValueError(f"unknown synthetic scenario '{scenario}'; use linear, nonlinear or constant")
+        raise ValueError(f"unknown synthetic scenario '{scenario}'; use linear, nonlinear, constant or two_regime")
     return np.clip(np.round(raw), 1, max_lag).astype(int)
 
 

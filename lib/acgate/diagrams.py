@@ -22,7 +22,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle
 
-from acgate.audit import VERDICTS
+from acgate.verdicts import VERDICTS
 
 # muted tab10 hues, one per role
 INPUT = "#7f7f7f"  # data and inputs

@@ -7,6 +7,7 @@ built from the K steps before it.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -100,6 +101,17 @@ class Panel:
         return pd.DataFrame({"entity": self.entities[entity], "time": self.times[max_lag:][step],
                              "split": self.target_split(max_lag)[step], "y": y[entity, step],
                              "y_hat": y_hat[entity, step]})
+
+    def with_shuffled_proxies(self, seed: int, salt: int) -> tuple[Panel, np.ndarray]:
+        """A copy whose proxy vectors are permuted across entities by one non-identity permutation drawn from a
+        generator seeded by (seed, salt), and the permutation: entity i receives the proxies of entity
+        permutation[i]. This panel is left as it is."""
+        rng = np.random.default_rng([seed, salt])
+        identity = np.arange(self.n_entities)
+        permutation = identity
+        while np.array_equal(permutation, identity):
+            permutation = rng.permutation(self.n_entities)
+        return dataclasses.replace(self, P=self.P[permutation], meta=dict(self.meta)), permutation
 
     def train_time_mask(self) -> np.ndarray:
         """(T,) True for time values inside the training window."""

@@ -30,6 +30,7 @@ from acgate.panel import Panel
 from acgate.runs import atomic_write, write_json
 
 SUMMARIES = ("mean", "trend", "first", "last")
+PROXY_SHUFFLE_SALT = 7_919  # seeds the proxy-shuffle domains' permutation together with the run seed
 
 
 class PrepError(ValueError):
@@ -210,18 +211,6 @@ def save(prepared: Prepared, directory: Path, manifest: dict) -> None:
     write_json(Path(directory) / "manifest.json", manifest)
 
 
-def shuffle_proxies(panel: Panel, seed: int) -> np.ndarray:
-    """The proxy-shuffle negative control: permute the proxy vectors across entities with one non-identity
-    permutation drawn from a generator seeded by ``seed``; returns the permutation (panel.P is replaced)."""
-    rng = np.random.default_rng([seed, 7_919])
-    identity = np.arange(panel.n_entities)
-    permutation = identity
-    while np.array_equal(permutation, identity):
-        permutation = rng.permutation(panel.n_entities)
-    panel.P = panel.P[permutation]
-    return permutation
-
-
 def panel_for_training(params: Params, seed: int, data_root: Path) -> Panel:
     """The panel a run trains on: the synthetic draw of ``seed``, or the domain's processed panel (from
     01_data_prep) with, for proxy-shuffle domains, this seed's permutation applied and recorded in ``panel.meta``."""
@@ -234,6 +223,7 @@ def panel_for_training(params: Params, seed: int, data_root: Path) -> Panel:
                                 f"make paper CONFIG='domains=[{params.domain}]'")
     panel = Panel.load(directory)
     if params.data.proxy_shuffle:
-        panel.meta["proxy_permutation"] = [str(e) for e in panel.entities[shuffle_proxies(panel, seed)]]
+        panel, permutation = panel.with_shuffled_proxies(seed, PROXY_SHUFFLE_SALT)
+        panel.meta["proxy_permutation"] = [str(e) for e in panel.entities[permutation]]
         panel.meta["proxy_permutation_note"] = "entity i received the proxies of the i-th entity listed here"
     return panel

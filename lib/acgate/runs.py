@@ -56,8 +56,24 @@ def method_dir(runs_root: Path, domain: str, seed: int, method: str) -> Path:
     return Path(runs_root) / domain / f"seed{seed:02d}" / method
 
 
+RUN_FILES = ("metrics.json", "lags.csv", "predictions.csv", "history.csv", "manifest.json")  # what every run writes
+
+
 def is_finished(directory: Path) -> bool:
     return (Path(directory) / "metrics.json").is_file()
+
+
+def current_metrics(directory: Path, params_hash: str) -> dict | None:
+    """metrics.json of the finished run in ``directory`` when it has every artifact and was trained under
+    ``params_hash`` (the same data, split, model and training settings), else None."""
+    directory = Path(directory)
+    if not all((directory / name).is_file() for name in RUN_FILES):
+        return None
+    try:
+        metrics = json.loads((directory / "metrics.json").read_text())
+    except json.JSONDecodeError:
+        return None
+    return metrics if metrics.get("params_hash") == params_hash else None
 
 
 SOURCE_PATHS = ("lib", "notebooks", "params", "pyproject.toml")  # what makes a run's code differ from a commit

@@ -27,7 +27,7 @@ from acgate.audit import forecast_metrics, l3_recovery
 from acgate.config import GATE_METHODS, Params
 from acgate.models import ACGate, build, lag_windows
 from acgate.panel import SPLITS, Normalisers, Panel
-from acgate.runs import atomic_write, manifest, method_dir, write_json
+from acgate.runs import atomic_write, current_metrics, manifest, method_dir, write_json
 
 
 def choose_device(setting: str) -> torch.device:
@@ -228,14 +228,27 @@ def summarise(preds: pd.DataFrame, table: pd.DataFrame, facts: dict,
     return metrics
 
 
+SHUFFLED_PROXIES_SALT = 104_729  # the shuffled_proxies method's permutation differs from a proxy-shuffle domain's
+
+
 def run_method(panel: Panel, params: Params, method: str, seed: int, runs_root: Path,
-               log: Callable[[str], None] = print) -> dict:
+               log: Callable[[str], None] = print, retrain: bool = False) -> dict:
     """Train ``method`` and write its artifacts to runs/<domain>/seed<NN>/<method>/; returns metrics.json.
 
-    ``metrics.json`` is written last, so an interrupted run leaves nothing that counts as finished.
+    A finished run trained under the same parameters (params hash) is kept, unless ``retrain``. ``metrics.json`` is
+    written last, so an interrupted run leaves nothing that counts as finished. ``shuffled_proxies`` is AC-GATE
+    trained on the proxies permuted across entities (one non-identity permutation per seed, recorded in the
+    manifest): the comparator that tells a proxy-conditioned gate from a gate that merely has more inputs.
     """
     out = method_dir(runs_root, params.domain, seed, method)
+    kept = None if retrain else current_metrics(out, params.digest())
+    if kept is not None:
+        log(f"  [{method} seed {seed}] kept: finished run with the same parameters in {out} (retrain redoes it)")
+        return kept
     (out / "metrics.json").unlink(missing_ok=True)
+    if method == "shuffled_proxies":
+        panel, permutation = panel.with_shuffled_proxies(seed, SHUFFLED_PROXIES_SALT)
+        panel.meta["shuffled_proxies_permutation"] = [str(e) for e in panel.entities[permutation]]
     if method == "grouped_ardl":
         ardl = baselines.GroupedARDL.fit(panel, params)
         preds, table, seconds, device = ardl.predictions(), ardl.lag_table(), ardl.seconds, "cpu"
