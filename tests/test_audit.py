@@ -13,68 +13,16 @@ from scipy import stats
 from acgate import audit
 from acgate.panel import Panel
 
-# --- statistics
-
-
-def test_permutation_rho_is_scipy_spearman_with_ties():
-    rng = np.random.default_rng(0)
-    kstar = np.round(rng.normal(size=60), 1)  # ties
-    strat = rng.integers(0, 5, 60).astype(float)  # many ties
-    rho, _ = audit.permutation_spearman(kstar, strat, 10, rng)
-    assert rho == pytest.approx(stats.spearmanr(kstar, strat).statistic)
-
-
-def test_permutation_p_matches_the_exact_permutation_distribution():
-    kstar = np.array([1.0, 2.0, 3.0, 4.0, 5.0])
-    strat = np.array([2.0, 1.0, 4.0, 3.0, 5.0])
-    rho = stats.spearmanr(kstar, strat).statistic
-    exact = np.mean([abs(stats.spearmanr(kstar, np.array(p)).statistic) >= abs(rho) - 1e-12
-                     for p in itertools.permutations(strat)])  # all 120 relabellings
-    B = 20000
-    got_rho, p = audit.permutation_spearman(kstar, strat, B, np.random.default_rng(1))
-    assert got_rho == pytest.approx(rho)
-    assert p == pytest.approx((1 + exact * B) / (B + 1), abs=0.01)
-
-
-def test_permutation_p_has_the_plus_one():
-    kstar = np.arange(200.0)
-    _, p = audit.permutation_spearman(kstar, kstar * 3, 99, np.random.default_rng(0))
-    assert p == 1 / 100  # no relabelling of 200 entities reaches |rho| = 1; p is never 0
-    assert np.isnan(audit.permutation_spearman(np.ones(5), kstar[:5], 9, np.random.default_rng(0))[1])
-
-
-def test_fisher_against_the_chi_square_formula():
-    p = np.array([0.01, 0.2, 0.5, np.nan])
-    finite = p[:3]
-    expected = stats.chi2.sf(-2 * np.log(finite).sum(), df=2 * len(finite))
-    assert audit.fisher_combined(p) == pytest.approx(expected)
-    assert np.isnan(audit.fisher_combined(np.array([])))
-
-
-def test_wilcoxon_sign_convention_and_hand_worked_p():
-    seeds = pd.RangeIndex(6)
-    ref = pd.Series([1.0, 1.0, 1.0, 1.0, 1.0, 1.0], index=seeds)
-    worse = ref + pd.Series([0.1, 0.2, 0.3, 0.4, 0.5, 0.6], index=seeds)
-    row = audit.paired_wilcoxon(worse, ref)
-    # every difference positive: W = min(W+, W-) = 0; exact two-sided p = 2 / 2^6
-    assert row["W"] == 0 and row["p"] == pytest.approx(2 / 64)
-    assert row["mean_diff"] == pytest.approx(0.35) and row["median_diff"] == pytest.approx(0.35)
-    mixed = ref + pd.Series([0.1, -0.2, 0.3, -0.4, 0.5, 0.6], index=seeds)
-    # W+ = 1+3+5+6 = 15, W- = 2+4 = 6
-    assert audit.paired_wilcoxon(mixed, ref)["W"] == 6
-    assert audit.paired_wilcoxon(ref, ref)["note"] == "identical on every seed"
-    partial = audit.paired_wilcoxon(worse.drop([0, 1]), ref)
-    assert partial["n_pairs"] == 4
-
-
 # --- hand-built runs folders
 
 
 N, K = 60, 10
 
 
-def make_domain(root, domain, seeds, methods, kstar_of, shared_entities=False, noise_proxy=False):
-    """Write panels and finished runs whose k* per entity is ``kstar_of(method, seed, z, rng)``."""
+def make_domain(root, domain, seeds, methods, kstar_of, shared_entities=False, noise_proxy=False,
+                error_sd=lambda method: 0.1 if method == "acgate" else 0.2):
+    """Write panels and finished runs whose k* per entity is ``kstar_of(method, seed, z, rng)`` and whose test
+    predictions miss the target (0) by N(0, error_sd(method)) draws."""
     for seed in seeds:
         rng = np.random.default_rng(100 + (0 if shared_entities else seed))
         z = rng.uniform(size=N)
@@ -94,9 +42,13 @@ def make_domain(root, domain, seeds, methods, kstar_of, shared_entities=False, n
             out.mkdir(parents=True)
             pd.DataFrame({"entity": entities, "kstar": kstar, "kstar_kind": "structural", "kstar_true": truth,
                           "dgp_mean_lag": truth}).to_csv(out / "lags.csv", index=False)
-            mse = 0.03 + (0.02 if method != "acgate" else 0.0) + 0.001 * seed
-            json.dump({"test": {"mse": mse, "mae": 0.1, "r2_pooled": 0.5, "r2_by_time": 0.4, "n": 100}},
-                      (out / "metrics.json").open("w"))
+            times = np.arange(5, 12)  # targets after K = 5 warm-up steps (the smoke profile)
+            rows = pd.DataFrame({"entity": np.repeat(entities, len(times)), "time": np.tile(times, N)})
+            rows["split"] = np.where(rows.time < 8, "train", np.where(rows.time < 10, "val", "test"))
+            rows["y"] = 0.0
+            rows["y_hat"] = np.random.default_rng([seed, len(method), 1]).normal(0, error_sd(method), len(rows))
+            rows.to_csv(out / "predictions.csv", index=False)
+            json.dump({"test": {}}, (out / "metrics.json").open("w"))
 
 
 def recovering(method, seed, z, rng):
@@ -130,10 +82,16 @@ def test_audit_of_a_recovering_model(tmp_path, params):
     per_seed = result.l2[(result.l2.method == "acgate") & (result.l2.stratifier == "latent_z")]
     assert row.median_rho == pytest.approx(per_seed.rho.median())
     assert row.fisher_p == pytest.approx(stats.combine_pvalues(per_seed.p_perm, method="fisher").pvalue)
-    v = result.verdicts
+    v = result.verdicts_paper
     assert v["L1"]["verdict"] == "supported"
     assert v["L2"]["verdict"] == "not certified" and "only circular" in v["L2"]["evidence"]
     assert v["L3"]["verdict"] == "supported"
+    # the calibrated L1 needs the shared and the shuffled-proxy gate, which were not run here
+    c = result.verdicts
+    assert c["L1"]["verdict"] == "not certified" and "no_ac_encoder not run" in c["L1"]["evidence"]
+    assert c["L2"]["verdict"] == "not certified" and "L1 not supported" in c["L2"]["evidence"]
+    assert c["L3"]["verdict"] == "supported"
+    assert c["L0"]["verdict"] == "ruled out"
     # the hand-built panels have Y = 0, so persistence is perfect and AC-GATE cannot clear the L0 floor
     assert set(result.l0.method) == {"acgate", "uniform_lag", "persistence"}
     assert (result.l0[result.l0.method == "persistence"].mse == 0).all()
@@ -147,9 +105,12 @@ def test_audit_of_a_recovering_model(tmp_path, params):
     assert w.mean_diff > 0 and w.p == pytest.approx(2 / 2**8)
 
     result.write(tmp_path / "out")
-    for name in ("l0", "l1", "l2", "l2_summary", "l3", "wilcoxon", "kstar_by_entity"):
+    for name in audit.AUDIT_TABLES:
         assert (tmp_path / "out" / f"{name}.csv").is_file()
     assert json.loads((tmp_path / "out" / "verdicts.json").read_text())["verdicts"]["L3"]["verdict"] == "supported"
+    back = audit.read_audit(tmp_path / "out")
+    assert back.verdicts == result.verdicts and back.verdicts_paper == result.verdicts_paper
+    assert back.config == result.config
     assert len(result.kstar_by_entity) == 8 * 2 * N
 
 
@@ -160,6 +121,7 @@ def test_no_heterogeneity_and_a_noise_stratifier_are_not_certified(tmp_path, par
     make_domain(tmp_path, "null", range(10), ["acgate"], null, noise_proxy=True)
     result = audit.audit_domain(params("null"), tmp_path / "runs", tmp_path / "data")
     assert result.verdicts["L2"]["verdict"] == "not certified"
+    assert result.verdicts_paper["L2"]["verdict"] == "not certified"
     s = result.l2_summary.set_index("stratifier")
     assert s.loc["noise", "fisher_p"] > 0.01 and s.loc["noise", "share_p_below_alpha"] <= 0.3
     assert not s.circular.any()
@@ -174,7 +136,10 @@ def test_seed_pooled_test_on_shared_entities(tmp_path, params):
     strat = Panel.load(tmp_path / "data" / "processed" / "real").stratifiers.latent_z
     assert row.pooled_rho == pytest.approx(stats.spearmanr(mean_kstar, strat.loc[mean_kstar.index]).statistic)
     assert row.pooled_p < 0.01 and row.pooled_note == ""
-    assert result.verdicts["L2"]["verdict"] == "supported"  # the proxy is noise here, so latent_z is not circular
+    # the proxy is noise here, so latent_z is not circular and the paper rule supports L2
+    assert result.verdicts_paper["L2"]["verdict"] == "supported"
+    assert result.shared_entities and not row.fisher_valid
+    assert any("training randomness only" in w for w in result.warnings())
 
 
 def test_incomplete_runs_folder_is_reported_and_the_rest_is_audited(tmp_path, params):
@@ -210,7 +175,9 @@ def test_proxy_shuffle_comparison_and_verdict_matrix(tmp_path, params):
                                  - table.loc[("proxy shuffle", "latent_z"), "mean_abs_rho"])
     assert drop > 0.6
     matrix = audit.verdict_matrix([a, b])
-    assert matrix.loc["d", "L2"] == "supported" and matrix.loc["d_proxy_shuffle", "L2"] == "not certified"
+    assert matrix.loc["d", ("paper", "L2")] == "supported"
+    assert matrix.loc["d_proxy_shuffle", ("paper", "L2")] == "not certified"
+    assert matrix.loc["d", ("calibrated", "L2")] == "not certified"  # no comparators for the calibrated L1
 
 
 def test_persistence_hand_worked():
@@ -225,5 +192,4 @@ def test_persistence_hand_worked():
     assert list(a.time) == [2, 5] and list(a.y_hat) == [2.0, 5.0] and list(a.y) == [4.0, 6.0]
     assert list(preds[preds.entity == "b"].y_hat) == [1.0, 0.0, 1.0, 0.0]
     test = preds[preds.split == "test"]
-    m = audit.persistence_l0(panel, 2)
-    assert m["mse"] == pytest.approx(np.mean((test.y - test.y_hat) ** 2)) and m["n"] == 2
+    assert list(test.y - test.y_hat) == [1.0, 1.0]  # t = 5: a 6 - 5, b 1 - 0

@@ -295,22 +295,22 @@ def _l2_rows(runs: list[Run], l1: pd.DataFrame, info: dict[int, EntityInfo | Non
             if degenerate[(run.seed, run.method)]:
                 row["skipped"] = f"L1 degenerate (sd of k* <= epsilon = {cfg.epsilon:g})"
             else:
-                joined = _joined(run.lags.set_index("entity").kstar, entity_info, name)
+                kstar, values, proxies = _aligned(run.lags.set_index("entity").kstar, entity_info, name)
                 rng = np.random.default_rng([cfg.permutation_seed, run.seed, j])
-                row["rho"], row["p_perm"] = statistics.permutation_spearman(
-                    joined.kstar.to_numpy(), joined[name].to_numpy(), cfg.permutations, rng)
+                row["rho"], row["p_perm"] = statistics.permutation_spearman(kstar, values, cfg.permutations, rng)
                 row["lag_free_median_abs_rho"], row["lag_free_p"] = statistics.lag_free_p(
-                    joined.kstar.to_numpy(), joined[name].to_numpy(),
-                    joined[entity_info.proxies.columns].to_numpy(), cfg.permutations, rng)
-                row["n_entities"] = len(joined)
+                    kstar, values, proxies, cfg.permutations, rng)
+                row["n_entities"] = len(kstar)
             rows.append(row)
     return pd.DataFrame(rows)
 
 
-def _joined(kstar: pd.Series, entity_info: EntityInfo, stratifier: str) -> pd.DataFrame:
-    """k*, one stratifier and the proxies of the entities that have all of them."""
-    return (kstar.to_frame("kstar").join(entity_info.stratifiers[[stratifier]], how="inner")
-            .join(entity_info.proxies, how="inner", rsuffix="_proxy").dropna())
+def _aligned(kstar: pd.Series, entity_info: EntityInfo, stratifier: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """k* (n,), one stratifier (n,) and the proxies (n, M) of the n entities that have all of them."""
+    values = entity_info.stratifiers[stratifier].dropna()
+    entities = kstar.dropna().index.intersection(values.index).intersection(entity_info.proxies.dropna().index)
+    return (kstar.loc[entities].to_numpy(), values.loc[entities].to_numpy(),
+            entity_info.proxies.loc[entities].to_numpy())
 
 
 def _proxy_overlap(info: dict[int, EntityInfo | None]) -> dict[str, tuple[float, str, float]]:
@@ -321,15 +321,14 @@ def _proxy_overlap(info: dict[int, EntityInfo | None]) -> dict[str, tuple[float,
         if entity_info is None:
             continue
         for name in entity_info.stratifiers.columns:
-            joined = entity_info.stratifiers[[name]].join(entity_info.proxies, how="inner", rsuffix="_proxy").dropna()
-            proxies = joined.drop(columns=name)
+            _, values, proxies = _aligned(entity_info.stratifiers[name], entity_info, name)
             best, closest, joint = overlap.get(name, (-1.0, "", -1.0))
-            for proxy in proxies.columns:
-                rho = 1.0 if name == proxy else abs(stats.spearmanr(joined[name], proxies[proxy]).statistic)
+            for m, proxy in enumerate(entity_info.proxies.columns):
+                rho = 1.0 if name == proxy else abs(stats.spearmanr(values, proxies[:, m]).statistic)
                 if rho > best:
                     best, closest = float(rho), proxy
-            joint = max(joint, 1.0 if name in proxies.columns else
-                        statistics.rank_multiple_correlation(joined[name].to_numpy(), proxies.to_numpy()))
+            joint = max(joint, 1.0 if name in entity_info.proxies.columns else
+                        statistics.rank_multiple_correlation(values, proxies))
             overlap[name] = (best, closest, joint)
     return overlap
 
@@ -347,13 +346,10 @@ def _seed_pooled(runs: list[Run], l2: pd.DataFrame, info: dict[int, EntityInfo |
         return {**out, "pooled_note": "n/a: entities or stratifier values differ across seeds"}
     kstar = pd.concat([r.lags.set_index("entity").kstar for r in runs if r.method == method and r.seed in tested],
                       axis=1).mean(axis=1)
-    joined = _joined(kstar, info[min(tested)], stratifier)
+    kstar, values, proxies = _aligned(kstar, info[min(tested)], stratifier)
     rng = np.random.default_rng([cfg.permutation_seed, 10_000])
-    out["pooled_rho"], out["pooled_p"] = statistics.permutation_spearman(
-        joined.kstar.to_numpy(), joined[stratifier].to_numpy(), cfg.permutations, rng)
-    out["pooled_lag_free_p"] = statistics.lag_free_p(
-        joined.kstar.to_numpy(), joined[stratifier].to_numpy(),
-        joined[info[min(tested)].proxies.columns].to_numpy(), cfg.permutations, rng)[1]
+    out["pooled_rho"], out["pooled_p"] = statistics.permutation_spearman(kstar, values, cfg.permutations, rng)
+    out["pooled_lag_free_p"] = statistics.lag_free_p(kstar, values, proxies, cfg.permutations, rng)[1]
     return out
 
 

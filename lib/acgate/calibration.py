@@ -42,6 +42,7 @@ from acgate.lags import lag_frame
 from acgate.panel import Panel
 from acgate.runs import atomic_write, method_dir, write_json
 from acgate.train import run_method
+from acgate.verdicts import LAYERS
 
 MODERATOR_NOISE_SD = 0.12  # sd of the noise on the moderator z ~ U(0, 1) in the stratifier noisy_moderator
 SHUFFLE_SALT = 15_485_863  # the shuffled_proxies scenario's permutation, apart from the comparator method's
@@ -69,7 +70,6 @@ SCENARIOS = {
     "nonlinear": Scenario("positive", "nonlinear", description="lag centre 10(1 - z)^2"),
     "two_regime": Scenario("positive", "two_regime", description="lag centre 3 for z >= 0.5, K below"),
 }
-LAYERS = ("L0", "L1", "L2", "L3")
 
 
 def draw_panel(name: str, params: Params, panel_seed: int) -> Panel:

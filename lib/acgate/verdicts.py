@@ -30,6 +30,7 @@ from acgate.config import AuditConfig
 from acgate.statistics import format_p, smallest_wilcoxon_p
 
 VERDICTS = ("supported", "not certified", "ruled out", "not claimed")
+LAYERS = ("L0", "L1", "L2", "L3")
 COLLAPSED = ("no_ac_encoder", "uniform_lag")
 
 
