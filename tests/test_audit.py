@@ -48,6 +48,8 @@ def make_domain(root, domain, seeds, methods, kstar_of, shared_entities=False, n
             rows["y"] = 0.0
             rows["y_hat"] = np.random.default_rng([seed, len(method), 1]).normal(0, error_sd(method), len(rows))
             rows.to_csv(out / "predictions.csv", index=False)
+            (out / "history.csv").write_text("epoch,train_loss,recon_loss,val_loss\n")
+            (out / "manifest.json").write_text("{}")
             json.dump({"test": {}}, (out / "metrics.json").open("w"))
 
 

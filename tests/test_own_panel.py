@@ -24,7 +24,7 @@ def test_example_is_generated_by_code_and_reproducible():
     a, b = example_frame(0), example_frame(0)
     assert a.equals(b) and not a.equals(example_frame(1))
     assert list(a.columns) == ["region", "year", "outcome", "driver", "capacity", "openness", "size", "governance",
-                               "survey_noise"]
+                               "survey_noise", "true_lag"]
     assert a.outcome.isna().sum() == len(a) // 50 and a.groupby("region")["size"].nunique().max() == 1
 
 
@@ -48,7 +48,11 @@ def test_own_panel_runs_through_prep_training_and_audit(example):
     assert summary.loc[("acgate", "mean_governance"), "seeds_tested"] == 2
     assert not summary.circular.any()  # governance is related to the moderator but is not a proxy
     assert summary.loc[("acgate", "mean_governance"), "pooled_note"] == ""  # same regions in every seed
-    assert set(result.verdicts) == {"L0", "L1", "L2", "L3"} and result.verdicts["L3"]["verdict"] == "not claimed"
+    assert set(result.verdicts) == {"L0", "L1", "L2", "L3"}
+    # audit.true_lag names the simulated lag of each region, so L3 is audited against it
+    np.testing.assert_array_equal(panel.truth["kstar_true"], long.groupby("entity").true_lag.first().to_numpy())
+    assert set(result.l3.columns) == {"seed", "method", "mae_lag_centre", "spearman_lag_centre"}
+    assert result.verdicts["L3"]["verdict"] != "not claimed" and "mean Spearman" in result.verdicts["L3"]["evidence"]
 
 
 def test_proxy_shuffle_domain_permutes_and_records(example, tmp_path):

@@ -81,7 +81,7 @@ def test_interrupted_run_leaves_nothing_that_counts_as_finished(smoke_params, pa
 
     monkeypatch.setattr(train, "lag_table", crash)
     with pytest.raises(KeyboardInterrupt):
-        train.run_method(panel, smoke_params, "acgate", 0, tmp_path, quiet)
+        train.run_method(panel, smoke_params, "acgate", 0, tmp_path, quiet, retrain=True)
     out = method_dir(tmp_path, smoke_params.domain, 0, "acgate")
     assert not is_finished(out)
     assert not list(out.glob("*.tmp"))

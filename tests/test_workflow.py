@@ -15,7 +15,8 @@ import pytest
 from tests.conftest import ROOT
 from tests.test_sources import SHARED
 
-SMOKE = ["profiles={synthetic: params/smoke.yaml, data: params/smoke_panel.yaml}", "seeds=2"]
+SMOKE = ["profiles={synthetic: params/smoke.yaml, data: params/smoke_panel.yaml}", "seeds=2",
+         "calibration_replicates=1", "calibration_lag_free_replicates=2", "calibration_scenarios=[lag_free]"]
 REAL = (SHARED / "pwt110.dta").is_file()
 DOMAINS = ["synthetic_linear", "economics" if REAL else "synthetic_nonlinear"]
 
@@ -35,7 +36,7 @@ def job_counts(output: str) -> dict[str, int]:
 def test_dry_run_lists_the_grid(tmp_path):
     done = snakemake(tmp_path, "-n", config=[*SMOKE, "domains=[synthetic_linear, synthetic_nonlinear, energy]"])
     assert done.returncode == 0, done.stderr[-3000:]
-    expected = {"dgp": 4, "train": 6, "audit": 3, "report": 1, "html": 1, "all": 1}
+    expected = {"dgp": 4, "train": 6, "audit": 3, "report": 1, "calibrate": 1, "html": 1, "all": 1}
     if not (SHARED / "owid-energy-data.csv").is_file():
         expected |= {"train": 4, "audit": 2}
     else:
@@ -47,7 +48,8 @@ def test_dry_run_with_the_slurm_profile(tmp_path):
     done = snakemake(tmp_path, "-n", "--profile", str(ROOT / "workflow" / "profiles" / "slurm"),
                      config=["seeds=20", "domains=[synthetic_linear]"])
     assert done.returncode == 0, done.stderr[-3000:]
-    assert job_counts(done.stdout) == {"dgp": 20, "train": 20, "audit": 1, "report": 1, "html": 1, "all": 1}
+    assert job_counts(done.stdout) == {"dgp": 20, "train": 20, "audit": 1, "report": 1, "calibrate": 1, "html": 1,
+                                       "all": 1}
 
 
 def test_a_domain_without_its_inputs_is_skipped_with_the_reason(tmp_path):
@@ -95,8 +97,12 @@ def test_the_rerun_completes_the_grid_with_no_stale_artifact(grid):
                 for name in ("manifest.json", "lags.csv", "predictions.csv", "history.csv"):
                     assert (method / name).stat().st_mtime <= metrics.stat().st_mtime
         assert (workdir / "runs" / domain / "audit" / "04_audit.ipynb").is_file()
+    # the killed seed is completed: a method that had finished before the kill is kept (its run is current), the
+    # others are trained anew, and its executed notebook appears only after the kill
     killed = workdir / "runs" / "synthetic_linear" / "seed00"
-    assert all(m.stat().st_mtime > killed_at for m in killed.glob("*/*")), "the killed seed was not redone"
+    assert (killed / "03_train.ipynb").stat().st_mtime > killed_at
+    redone = [m.parent.name for m in killed.glob("*/metrics.json") if m.stat().st_mtime > killed_at]
+    assert "acgate" not in redone and len(redone) == len(list(killed.glob("*/metrics.json"))) - 1
     leftovers = [p for p in workdir.rglob(".*") if p.is_file() and ".snakemake" not in p.parts
                  and p.name != ".workflow_started.json"]
     assert leftovers == []  # no .partial / .input notebooks, no .tmp files of atomic writes
@@ -115,6 +121,9 @@ def test_the_grid_ends_in_the_report_and_the_html_view(grid):
     assert (summary[summary.domain == "synthetic_linear"].seeds == 2).all()
     index = (workdir / "runs" / "html" / "index.html").read_text()
     assert index.count("03_train</a>") == 4 and "05_report</a>" in index
+    calibration = pd.read_csv(tables / "audit_calibration.csv")
+    assert set(calibration.scenario) == {"lag_free"} and (calibration.replicates == 2).all()
+    assert (figures / "audit_calibration.png").is_file()
     assert (workdir / "runs" / "html" / "runs" / "synthetic_linear" / "seed01" / "03_train.html").is_file()
     assert "workflow finished in" in log
 

@@ -37,7 +37,7 @@ from acgate import statistics, verdicts
 from acgate.baselines import persistence
 from acgate.config import AuditConfig, Params
 from acgate.panel import Panel
-from acgate.runs import atomic_write, write_json
+from acgate.runs import RUN_FILES, atomic_write, write_json
 
 WILCOXON_COLUMNS = ["metric", "method", "reference", "n_pairs", "nonzero_pairs", "mean_diff", "median_diff",
                     "hodges_lehmann", "W", "p", "note"]
@@ -89,7 +89,7 @@ def l3_recovery(kstar: np.ndarray, truth: np.ndarray) -> dict[str, float]:
 # --- loading the artifacts of a domain
 
 
-RUN_FILES = ("metrics.json", "lags.csv", "predictions.csv")
+TRUTHS = {"lag_centre": "kstar_true", "dgp_mean_lag": "dgp_mean_lag"}  # L3's truths and their lags.csv columns
 
 
 @dataclass
@@ -436,10 +436,8 @@ def audit_domain(params: Params, runs_root: Path, data_root: Path) -> AuditResul
     l2_summary = _l2_summary(runs, l2, info, proxy_names, cfg, shared) if not l2.empty else pd.DataFrame()
 
     l3 = pd.DataFrame([{"seed": r.seed, "method": r.method,
-                        **{f"{stat}_{truth}": value for truth in ("lag_centre", "dgp_mean_lag")
-                           for stat, value in l3_recovery(r.lags.kstar.to_numpy(),
-                                                          r.lags[{"lag_centre": "kstar_true"}.get(truth, truth)]
-                                                          .to_numpy()).items()}}
+                        **{f"{stat}_{truth}": value for truth, column in TRUTHS.items() if column in r.lags
+                           for stat, value in l3_recovery(r.lags.kstar.to_numpy(), r.lags[column].to_numpy()).items()}}
                        for r in runs if "kstar_true" in r.lags and r.lags.kstar_true.notna().any()])
     wilcoxon = _wilcoxon(l0, l3, cfg.reference)
     heldout = heldout_comparisons(scored, cfg)

@@ -40,7 +40,7 @@ from acgate.baselines import persistence
 from acgate.config import Params
 from acgate.lags import lag_frame
 from acgate.panel import Panel
-from acgate.runs import atomic_write, method_dir, write_json
+from acgate.runs import atomic_write, manifest, method_dir, write_json
 from acgate.train import run_method
 from acgate.verdicts import LAYERS
 
@@ -105,6 +105,9 @@ def _write_lag_free_runs(panel: Panel, params: Params, seed: int, runs_root: Pat
         out = method_dir(runs_root, params.domain, seed, method)
         atomic_write(out / "predictions.csv", lambda f: preds.to_csv(f, index=False))
         atomic_write(out / "lags.csv", lambda f, table=table: table.to_csv(f, index=False))
+        atomic_write(out / "history.csv", lambda f: f.write("epoch,train_loss,recon_loss,val_loss\n"))  # no training
+        write_json(out / "manifest.json", manifest(params.to_dict(), seed, "none", method=method,
+                                                   note="lag-free control, not trained"))
         write_json(out / "metrics.json", {"params_hash": params.digest(), "note": "lag-free control, not trained"})
 
 

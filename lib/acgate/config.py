@@ -222,6 +222,9 @@ class AuditConfig:
     l3_min_spearman: float = _param(0.8, "L3 supported needs mean Spearman(k*, lag centre) at least this",
                                     _non_negative)
     reference: str = _param("acgate", "the method the verdicts and paired tests are about", _one_of(*GATE_METHODS))
+    true_lag: str = _param("", "your own panel, when you simulated it: the column (constant within each entity, or "
+                           "a summary such as mean:col) holding each entity's true lag, so L3 is audited too",
+                           _string)
 
 
 @dataclass(frozen=True)

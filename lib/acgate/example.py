@@ -5,7 +5,9 @@ data), for ``params/example_panel.yaml``:
 
 Columns: region, year, outcome (target), driver (sequential input), capacity and openness (time-varying, noisy
 readings of the regions' latent moderator: proxies as training-window means), size (constant per region: a
-static feature), governance (a stratifier related to the moderator) and survey_noise (an unrelated stratifier).
+static feature), governance (a stratifier related to the moderator), survey_noise (an unrelated stratifier) and
+true_lag (each region's lag centre in the simulation, constant per region: what ``audit.true_lag`` points at, so
+L3 is audited as for the synthetic panels).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ def example_frame(seed: int = 0, n_regions: int = 40, n_years: int = 25) -> pd.D
         # related to the moderator, but with a region-level deviation of its own: not a copy of the proxies
         "governance": (1 - 0.7 * z + rng.normal(0, 0.15, (n_regions, 1)) + rng.normal(0, 0.1, shape)).ravel(),
         "survey_noise": rng.normal(0, 1, shape).ravel(),
+        "true_lag": np.repeat(panel.truth["kstar_true"], n_years),
     })
     missing = rng.choice(len(frame), size=len(frame) // 50, replace=False)  # a few unobserved outcomes
     frame.loc[missing, "outcome"] = np.nan

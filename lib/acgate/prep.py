@@ -30,6 +30,7 @@ from acgate.panel import Panel
 from acgate.runs import atomic_write, write_json
 
 SUMMARIES = ("mean", "trend", "first", "last")
+KIND_NAMES = {"proxies": "proxy", "static": "static feature", "stratifiers": "stratifier", "truth": "true lag"}
 PROXY_SHUFFLE_SALT = 7_919  # seeds the proxy-shuffle domains' permutation together with the run seed
 
 
@@ -120,7 +121,8 @@ def min_entities(alpha: float) -> int:
 
 def prepare(frame: pd.DataFrame, params: Params, source: str) -> Prepared:
     data, split = params.data, params.split
-    summaries = {"proxies": list(data.proxies), "static": list(data.static), "stratifiers": list(data.stratifiers)}
+    summaries = {"proxies": list(data.proxies), "static": list(data.static), "stratifiers": list(data.stratifiers),
+                 "truth": [params.audit.true_lag] if params.audit.true_lag else []}
     raw_columns = list(dict.fromkeys([data.target, *data.features,
                                       *(parse_summary(s)[1] for specs in summaries.values() for s in specs)]))
     frame = _check_long(frame, raw_columns, source)
@@ -164,9 +166,8 @@ def prepare(frame: pd.DataFrame, params: Params, source: str) -> Prepared:
                         stat, column = parse_summary(spec)
                         value = _summarise(history[column], stat)
                         if value == math.inf:
-                            raise PrepError(f"{source}: column '{column}' (a {kind[:-1] if kind != 'static' else kind}"
-                                            f" given without a statistic) varies within entity '{entity}'; "
-                                            f"use e.g. mean:{column}")
+                            raise PrepError(f"{source}: column '{column}' (a {KIND_NAMES[kind]} given without a "
+                                            f"statistic) varies within entity '{entity}'; use e.g. mean:{column}")
                         if not np.isfinite(value):
                             reason = f"no training-window value for {kind} '{spec}'"
                             break
@@ -197,7 +198,8 @@ def prepare(frame: pd.DataFrame, params: Params, source: str) -> Prepared:
                   P=summary_matrix("proxies").astype(np.float32), S=summary_matrix("static").astype(np.float32),
                   feature_names=list(data.features), proxy_names=[summary_name(s) for s in summaries["proxies"]],
                   static_names=[summary_name(s) for s in summaries["static"]], val_start=split.val_start,
-                  test_start=split.test_start, stratifiers=stratifiers)
+                  test_start=split.test_start, stratifiers=stratifiers,
+                  truth={"kstar_true": summary_matrix("truth")[:, 0]} if summaries["truth"] else {})
     complete = wide[sequential].notna().all(axis=1)  # target and every feature observed
     coverage = pd.DataFrame({"all entities": complete.groupby(level="time").mean(),
                              "kept entities": complete.loc[kept].groupby(level="time").mean()})

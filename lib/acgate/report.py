@@ -24,6 +24,7 @@ import yaml
 from acgate import audit as audit_lib
 from acgate.config import GATE_METHODS, METHODS
 from acgate.runs import atomic_write
+from acgate.statistics import format_p
 from acgate.verdicts import LAYERS
 
 LABELS = {"acgate": "AC-GATE", "no_recon_reg": "No-Recon-Reg", "no_ac_encoder": "No-AC-Encoder",
@@ -31,6 +32,7 @@ LABELS = {"acgate": "AC-GATE", "no_recon_reg": "No-Recon-Reg", "no_ac_encoder": 
           "grouped_ardl": "Grouped ARDL", "persistence": "persistence", "shuffled_proxies": "Shuffled-Proxy Gate"}
 P_COLUMNS = ("p", "fisher_p", "pooled_p", "fisher_p_min", "fisher_p_max", "p_seed_better", "p_entity_better",
              "holm_better", "holm_worse", "pooled_lag_free_p", "p_holm")
+RESAMPLED_P = {"pooled_p": "permutations", "pooled_lag_free_p": "permutations", "p_entity_better": "bootstrap"}
 UNDEFINED = "undefined"  # Spearman of a constant k* (or truth)
 
 
@@ -138,7 +140,7 @@ def l2_table(audit: audit_lib.AuditResult) -> pd.DataFrame:
     columns = ["method", "stratifier", "circular", "closest_proxy", "max_abs_spearman_with_proxy", "seeds_tested",
                "mean_abs_rho", "median_rho", "share_p_below_alpha", "fisher_p", "sign_consistency", "pooled_rho",
                "pooled_p", "proxy_r_joint", "circular_joint", "pooled_lag_free_p", "p_holm"]
-    return _ordered(s[columns]).reset_index(drop=True)
+    return _ordered(s[columns]).reset_index(drop=True).assign(permutations=audit.config.permutations)
 
 
 WILCOXON_TABLES = {  # name: (metric, synthetic domains?), paper tables app_wilcoxon_*
@@ -241,13 +243,13 @@ def heldout_table(results: dict[str, audit_lib.AuditResult]) -> pd.DataFrame:
             continue
         agreement = result.seed_agreement.set_index("method").reindex([result.config.reference])
         frames.append(result.heldout.assign(
-            domain=domain, shared_entities=result.shared_entities,
+            domain=domain, shared_entities=result.shared_entities, bootstrap=result.config.bootstrap,
             kstar_seed_agreement=agreement.median_rho.iloc[0]))
     if not frames:
         return pd.DataFrame()
     table = pd.concat(frames, ignore_index=True)
     return table[["domain", "comparator", "seeds", "entities", "mean_loss_diff", "p_seed_better", "p_entity_better",
-                  "holm_better", "holm_worse", "shared_entities", "kstar_seed_agreement"]]
+                  "holm_better", "holm_worse", "shared_entities", "kstar_seed_agreement", "bootstrap"]]
 
 
 # --- the reproduction table
@@ -262,6 +264,28 @@ def _find(frame: pd.DataFrame, column: str, **match) -> float:
     return float(rows[column].iloc[0]) if len(rows) else math.nan
 
 
+NOT_COMPARABLE = {  # (paper table or "*", row substring or "", quantity prefix): why the two numbers differ in kind
+    ("fig_case_study", "", "p"): "no: the paper's p is scipy's asymptotic Spearman p, ours a permutation p whose "
+                                  "floor is 1/2001",
+    ("*", "", "fisher_p"): "no: the paper's authors combined permutation p without the +1 and clipped at 1e-6; "
+                           "ours are at least 1/2001 per seed, so Fisher over 20 seeds floors at 2.5e-42",
+    ("text", "", "grouped_ardl"): "no: the authors' Grouped ARDL had no lagged target and included x_t; ours is an "
+                                  "ARDL(K, K) of the lags only",
+    ("*", "grouped_ardl", ""): "no: the authors' Grouped ARDL had no lagged target and included x_t; ours is an "
+                               "ARDL(K, K) of the lags only",
+    ("*", "", "gate_sensitivity"): "no: the paper's statistic gives the fixed gate of Uniform-Lag a non-zero value, "
+                                   "so it is not the k* range over the 5th-95th percentile of z used here",
+}
+
+
+def comparability(table: str, row: str, quantity: str) -> str:
+    """'yes', or why the paper's number and ours are different statistics."""
+    for (where, in_row, prefix), why in NOT_COMPARABLE.items():
+        if where in (table, "*") and in_row in row and quantity.startswith(prefix):
+            return why
+    return "yes"
+
+
 def reproduction(tables: dict[str, pd.DataFrame], results: dict[str, audit_lib.AuditResult],
                  paper: dict | None = None) -> pd.DataFrame:
     """Every number the paper reports next to ours: one row per (paper table, row, quantity) with the paper's
@@ -271,12 +295,11 @@ def reproduction(tables: dict[str, pd.DataFrame], results: dict[str, audit_lib.A
 
     def add(table: str, row: str, quantity: str, theirs, ours) -> None:
         if isinstance(theirs, str):
-            rows.append({"paper_table": table, "row": row, "quantity": quantity, "paper": theirs, "ours": ours,
-                         "difference": "same" if theirs == ours else "differs"})
-            return
-        diff = ours - theirs if not (isinstance(ours, float) and math.isnan(ours)) else math.nan
+            diff = "same" if theirs == ours else "differs"
+        else:
+            diff = ours - theirs if not (isinstance(ours, float) and math.isnan(ours)) else math.nan
         rows.append({"paper_table": table, "row": row, "quantity": quantity, "paper": theirs, "ours": ours,
-                     "difference": diff})
+                     "difference": diff, "comparable": comparability(table, row, quantity)})
 
     synth = tables.get("synthetic_summary", pd.DataFrame())
     ours_of = {"task_loss": "test_mse", "kstar_mae": "mae_lag_centre", "spearman": "spearman_lag_centre"}
@@ -389,6 +412,8 @@ def display(frame: pd.DataFrame) -> pd.DataFrame:
                          for m, s in zip(frame[column], frame[sd], strict=True)]
         elif column in ("method", "comparator"):
             out[column] = frame[column].map(lambda m: LABELS.get(m, m))
+        elif (draws := RESAMPLED_P.get(column)) in frame:  # a resampling p at its floor prints as "<= 1/(B+1)"
+            out[column] = [format_p(v, int(b)) for v, b in zip(frame[column], frame[draws], strict=True)]
         else:
             out[column] = [_format(v, column) for v in frame[column]]
     return out
@@ -447,9 +472,12 @@ def case_study_figure(results: dict[str, audit_lib.AuditResult], data_root: Path
         both = pd.concat([strat.rename("stratifier"), kstar.rename("kstar")], axis=1, join="inner")
         sns.regplot(data=both, x="stratifier", y="kstar", ax=ax, scatter_kws={"s": 14, "alpha": 0.7},
                     line_kws={"color": "black", "lw": 1}, seed=0)  # a reproducible bootstrap band
-        circular = f" (circular: ~ proxy {row.closest_proxy})" if row.circular else ""
+        circular = (f" (circular: ~ proxy {row.closest_proxy})" if row.circular else
+                    f" (proxies predict its ranks, R = {row.proxy_r_joint:.2f})" if row.circular_joint else "")
+        p = format_p(row.pooled_p, results[domain].config.permutations)  # "<= 1/(B+1)" at the permutation floor
+        p = p.replace("<=", "$\\leq$") if p.startswith("<=") else f"= {p}"
         ax.set(xlabel=f"{row.stratifier}{circular}", ylabel="seed-mean $k^\\star$ (AC-GATE)",
-               title=f"{domain}: $\\rho$ = {row.pooled_rho:.2f}, p = {row.pooled_p:.2g}")
+               title=f"{domain}: $\\rho$ = {row.pooled_rho:.2f}, p {p}")
     fig.tight_layout()
     return fig
 

@@ -23,7 +23,7 @@ import pandas as pd
 import torch
 
 from acgate import baselines, lags
-from acgate.audit import forecast_metrics, l3_recovery
+from acgate.audit import TRUTHS, forecast_metrics, l3_recovery
 from acgate.config import GATE_METHODS, Params
 from acgate.models import ACGate, build, lag_windows
 from acgate.panel import SPLITS, Normalisers, Panel
@@ -221,9 +221,10 @@ def summarise(preds: pd.DataFrame, table: pd.DataFrame, facts: dict,
                        "kstar_sd": float(table.kstar.std(ddof=0)),
                        "omega_entropy": float(np.nanmean(lags.omega_entropy(omega))),
                        "gate_sensitivity": lags.gate_sensitivity(table.z.to_numpy(), gate) if gate else None}
-    if "kstar_true" in table:
-        metrics["l3"] = {"lag_centre": l3_recovery(table.kstar.to_numpy(), table.kstar_true.to_numpy()),
-                         "dgp_mean_lag": l3_recovery(table.kstar.to_numpy(), table.dgp_mean_lag.to_numpy())}
+    truths = {name: column for name, column in TRUTHS.items() if column in table}
+    if truths:
+        metrics["l3"] = {name: l3_recovery(table.kstar.to_numpy(), table[column].to_numpy())
+                         for name, column in truths.items()}
     metrics.update(facts)
     return metrics
 
