@@ -2,7 +2,6 @@
 k* is known, so every layer's rule can be checked exactly."""
 
 import dataclasses
-import itertools
 import json
 
 import numpy as np

@@ -9,6 +9,7 @@ from scipy import stats
 
 from acgate import statistics
 
+
 def test_permutation_rho_is_scipy_spearman_with_ties():
     rng = np.random.default_rng(0)
     kstar = np.round(rng.normal(size=60), 1)  # ties
