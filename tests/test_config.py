@@ -70,12 +70,34 @@ def test_non_positive_temperature(tmp_path, value):
     ("", "methods", ["acgate", "lstm"], "a non-empty list of distinct names"),
     ("split", "test_start", 30, "0 < val_start < test_start <= 29"),
     ("split", "test_start", 22, "split.test_start = 22 must be after split.val_start = 22"),
+    ("audit", "alpha", 1.5, r"audit.alpha = 1.5 is not allowed: must be a number in \(0, 1\)"),
+    ("audit", "l1_min_share", 0, r"audit.l1_min_share = 0.0 is not allowed: must be a number in \(0, 1\]"),
+    ("", "domain", "../../../x", "domain = '../../../x' is not allowed: must be a plain name"),
 ])
 def test_out_of_range_values(tmp_path, section, key, value, allowed):
     data = base()
     (data[section] if section else data)[key] = value
     with pytest.raises(ParamsError, match=allowed):
         load_params(write(tmp_path, data))
+
+
+def test_full_share_is_allowed(tmp_path):
+    data = base()
+    data["audit"]["l1_min_share"] = 1.0
+    assert load_params(write(tmp_path, data)).audit.l1_min_share == 1.0
+
+
+def test_extends_cycles_and_lists_give_one_clear_line(tmp_path):
+    (tmp_path / "self.yaml").write_text("extends: self.yaml\n")
+    with pytest.raises(ParamsError, match=r"self.yaml: extends forms a cycle .*may not extend itself"):
+        load_params(tmp_path / "self.yaml")
+    (tmp_path / "a.yaml").write_text("extends: b.yaml\n")
+    (tmp_path / "b.yaml").write_text("extends: a.yaml\n")
+    with pytest.raises(ParamsError, match=r"extends forms a cycle \(.*a.yaml -> .*b.yaml -> .*a.yaml\)"):
+        load_params(tmp_path / "a.yaml")
+    (tmp_path / "list.yaml").write_text("extends: [a.yaml, b.yaml]\n")
+    with pytest.raises(ParamsError, match=r"list.yaml: extends = \['a.yaml', 'b.yaml'\] must be one file name"):
+        load_params(tmp_path / "list.yaml")
 
 
 def test_missing_file_and_bad_yaml(tmp_path):

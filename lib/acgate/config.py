@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,6 +58,21 @@ def _int_at_least(lo: int) -> Callable[[Any], str | None]:
 def _unit_interval_open_right(v: Any) -> str | None:
     ok = isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1
     return None if ok else "a number in [0, 1)"
+
+
+def _open_unit_interval(v: Any) -> str | None:
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < 1
+    return None if ok else "a number in (0, 1)"
+
+
+def _share(v: Any) -> str | None:
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v <= 1
+    return None if ok else "a number in (0, 1]"
+
+
+def _plain_name(v: Any) -> str | None:
+    ok = isinstance(v, str) and re.fullmatch(r"[A-Za-z0-9_-]+", v) is not None
+    return None if ok else "a plain name of letters, digits, _ and - (it names folders under data/ and runs/)"
 
 
 def _one_of(*choices: Any) -> Callable[[Any], str | None]:
@@ -204,12 +220,12 @@ class AuditConfig:
 
     permutations: int = _param(2000, "B: entity-label permutations per L2 test", _int_at_least(1))
     permutation_seed: int = _param(0, "seed of the permutation generator", _int)
-    alpha: float = _param(0.05, "significance level of every test in the verdicts", _positive)
+    alpha: float = _param(0.05, "significance level of every test in the verdicts", _open_unit_interval)
     epsilon: float = _param(1e-6, "L1 (paper): a seed is degenerate when sd_i(k*) <= epsilon; degenerate seeds skip L2",
                             _non_negative)
     practical_sd: float = _param(0.25, "L1 (practical): sd_i(k*) a reader would notice, in lags", _non_negative)
     l1_min_share: float = _param(0.8, "L1 supported when at least this share of seeds beats practical_sd",
-                                 _unit_interval_open_right)
+                                 _share)
     circular_threshold: float = _param(0.95, "a stratifier is circular when |Spearman| with a proxy (paper rule) or "
                                        "the rank multiple correlation with all proxies jointly (calibrated rule) "
                                        "reaches this, or it shares a proxy's name", _positive)
@@ -231,7 +247,7 @@ class AuditConfig:
 class Params:
     """One domain's resolved parameters."""
 
-    domain: str = _param("synthetic_linear", "domain name; runs go to runs/<domain>/", _text)
+    domain: str = _param("synthetic_linear", "domain name; runs go to runs/<domain>/", _plain_name)
     n_seeds: int = _param(20, "number of seeds; seeds are 0..n_seeds-1", _int_at_least(1))
     methods: tuple = _param(GATE_METHODS, "methods trained for this domain", _methods)
     synthetic: SyntheticConfig | None = None
@@ -357,12 +373,27 @@ def check_lag_fits(max_lag: int, first_time: int, val_start: int, source: str) -
         )
 
 
-def _read_with_base(path: Path) -> dict:
+def _extends(path: Path, data: dict, seen: list[Path]) -> Path | None:
+    """The file ``data`` (read from ``path``) extends, checked: a string, and no cycle through ``seen``."""
+    if "extends" not in data:
+        return None
+    base = data["extends"]
+    if not isinstance(base, str) or not base:
+        raise ParamsError(f"{path}: extends = {base!r} must be one file name (the params file this one builds on)")
+    target = (path.parent / base).resolve()
+    if target in seen:
+        chain = " -> ".join(str(p) for p in [*seen, target])
+        raise ParamsError(f"{path}: extends forms a cycle ({chain}); a params file may not extend itself")
+    return target
+
+
+def _read_with_base(path: Path, seen: tuple[Path, ...] = ()) -> dict:
     """A params file; ``extends: other.yaml`` (relative to it) takes that file as the base and overlays this one."""
     data = _read_yaml(path)
-    if "extends" in data:
-        base = _read_with_base(path.parent / data.pop("extends"))
-        data = _merge(base, data)
+    base = _extends(path, data, [*seen, path.resolve()])
+    if base is not None:
+        data.pop("extends")
+        data = _merge(_read_with_base(base, (*seen, path.resolve())), data)
     return data
 
 
@@ -370,8 +401,8 @@ def source_files(path: str | Path, overlay: str | Path | None = None) -> list[Pa
     """The files ``load_params(path, overlay)`` reads: the params file, the chain of files it ``extends``, the
     overlay. A change to any of them makes a run stale (the workflow lists them as inputs)."""
     files = [Path(path)]
-    while "extends" in (data := _read_yaml(files[-1])):
-        files.append(files[-1].parent / data["extends"])
+    while (base := _extends(files[-1], _read_yaml(files[-1]), [f.resolve() for f in files])) is not None:
+        files.append(base)
     return files + ([Path(overlay)] if overlay else [])
 
 
