@@ -199,12 +199,13 @@ def calibration_figure(table: pd.DataFrame) -> plt.Figure:
                         fmt="o", ms=4, capsize=2, color=colours[rule], label=f"{rule} rule")
         negatives = int((shown.drop_duplicates("scenario").control == "negative").sum())
         ax.axhline(negatives - 0.5, color="grey", lw=0.8)
-        ax.set(xlim=(-0.03, 1.03), xlabel='share of replicates "supported"', title=layer)
+        ax.set(xlim=(-0.03, 1.03), title=layer)
         ax.grid(axis="x", lw=0.4, alpha=0.5)
     labels = [f"{s} ({SCENARIOS[s].control})" if s in SCENARIOS else s for s in order]
     axes[0].set_yticks(np.arange(len(order)), [label.replace("_", " ") for label in labels])
     axes[0].invert_yaxis()
     axes[1].legend(loc="upper left", bbox_to_anchor=(1.02, 1), fontsize=8, frameon=False)
+    fig.supxlabel('share of replicates "supported" (95 % Clopper-Pearson interval)', fontsize=10)
     fig.suptitle("Audit calibration: negative controls must stay at 0, positive controls near 1", fontsize=10)
     fig.tight_layout()
     return fig
