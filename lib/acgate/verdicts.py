@@ -220,7 +220,7 @@ def _alignment(cfg: AuditConfig, l1_cell: dict, agreement: pd.DataFrame, l2_summ
         blockers.append(f"k* ordering not reproducible across seeds (median seed-pair Spearman "
                         f"{mine.median_rho.iloc[0]:.2f} < {cfg.min_seed_agreement})")
     passing = summary[~summary.circular_joint & (summary.p_holm < a)]
-    verdict = "supported" if passing.size and not blockers else "not certified"
+    verdict = "supported" if len(passing) and not blockers else "not certified"
     return cell(verdict, rule, "; ".join(blockers + [evidence]))
 
 
