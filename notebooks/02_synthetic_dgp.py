@@ -14,7 +14,7 @@
 # %% [markdown]
 # # 02 Synthetic DGP: a panel with known entity-specific lags
 #
-# Draws the synthetic panel of one scenario and seed (paper Algorithm 2, DESIGN section 7) and shows
+# Draws the synthetic panel of one scenario and seed (paper Algorithm 2) and shows
 # what the model is asked to recover: each entity's lag centre is a function of a latent moderator
 # z, and the target is a lag-weighted sum of past inputs centred there.
 #

@@ -120,7 +120,7 @@ def _param(default: Any, help: str, check: Callable[[Any], str | None], required
 
 @dataclass(frozen=True)
 class SyntheticConfig:
-    """The synthetic data-generating process (paper Algorithm 2, DESIGN section 7)."""
+    """The synthetic data-generating process (paper Algorithm 2)."""
 
     scenario: str = _param("linear", "lag-centre map: linear 3+7(1-z), nonlinear 10(1-z)^2, constant (a null: "
                            "every entity has lag centre constant_centre), two_regime (3 where z >= 0.5, else "

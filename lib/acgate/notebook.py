@@ -129,7 +129,7 @@ def execute_notebook(notebook: Path, output: Path, parameters: dict, cwd: Path |
 
 
 def _where(notebook: Path) -> tuple[str, str]:
-    """(domain, seed folder or '') of an executed notebook from its place in the layout (DESIGN section 3)."""
+    """(domain, seed folder or '') of an executed notebook from its place in the layout (README, "Quick start")."""
     parent = notebook.parent
     if parent.name.startswith("seed"):
         return parent.parent.name, parent.name

@@ -1,6 +1,6 @@
 """Run-artifact layout, atomic writes and provenance manifests.
 
-Layout (DESIGN section 4)::
+Layout (README, "Run artifacts")::
 
     runs/<domain>/seed<NN>/<method>/
         lags.csv  predictions.csv  history.csv  model.pt  manifest.json  metrics.json
