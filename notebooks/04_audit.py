@@ -23,8 +23,8 @@
 #
 # It then runs the paired Wilcoxon tests against AC-GATE and gives the verdict for each layer twice, with the rule
 # behind it: under the paper's rules, and under the calibrated rules whose error rates on negative and positive
-# controls are measured by `06_audit_calibration` (the README's "The audit" says how they differ). Incomplete
-# runs are reported and left out, and the audit of what is complete still runs.
+# controls are measured by `06_audit_calibration` (the README's "The audit" says how they differ). Runs that are
+# stale or incomplete are named and left out, and the audit of what is current and complete still runs.
 #
 # - **Inputs**: `runs/<domain>/seed<NN>/<method>/` (from `03_train`); stratifiers and proxies from the panels
 #   in `data/processed/<domain>/`.
@@ -38,23 +38,38 @@ params_file = ""  # params file; empty means params/<domain>.yaml
 profile_file = ""  # optional overlay profile, e.g. params/smoke.yaml
 runs_dir = "runs"  # runs are read from <runs_dir>/<domain>/, the audit is written to <runs_dir>/<domain>/audit/
 data_dir = "data"  # panels are read from <data_dir>/processed/<domain>/
+seeds = 0  # audit seeds 0..seeds-1; 0 means the params file's n_seeds
+methods = []  # methods to audit; empty means the params file's list
 
 # %%
 import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
+from IPython.display import display
 
 from acgate.audit import audit_domain, load_entity_info
 from acgate.notebook import resolve
 
 params, root = resolve(domain, params_file, profile_file)
-result = audit_domain(params, root / runs_dir, root / data_dir)
+result = audit_domain(params, root / runs_dir, root / data_dir, seeds, methods)
 out_dir = root / runs_dir / params.domain / "audit"
 result.write(out_dir)
 print(f"audited {params.domain}: {result.l0.seed.nunique()} seeds x {result.l0.method.nunique()} methods "
       f"-> {out_dir}")
 for problem in result.problems:
     print("PROBLEM:", problem)
+
+# %% [markdown]
+# ## Runs left out
+# Only runs that are current (trained under these params, on this panel) and complete (every artifact, one k* per
+# entity, every prediction `metrics.json` counted) for the seeds and methods asked for are audited. Every other run
+# folder is listed here with the reason; the workflow retrains what is stale or missing before it audits.
+
+# %%
+if len(result.excluded):
+    display(result.excluded)
+else:
+    print("none: every run asked for is current and complete")
 
 # %% [markdown]
 # ## Verdicts

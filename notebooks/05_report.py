@@ -33,8 +33,6 @@ figures_dir = "figures"  # figures are written here
 
 # %%
 import json
-import time
-from datetime import UTC, datetime
 
 import matplotlib.pyplot as plt
 import pandas as pd
@@ -42,7 +40,7 @@ from IPython.display import Markdown, display
 
 from acgate import diagrams, report
 from acgate.notebook import project_root
-from acgate.runs import git_sha, machine, package_versions, write_json
+from acgate.runs import write_json
 
 root = project_root()
 runs_root, data_root = root / runs_dir, root / data_dir
@@ -103,38 +101,12 @@ display(reproduction[reproduction.paper_table == "verdict_matrix"])
 
 # %% [markdown]
 # ## Run manifest
-# What produced these tables: the report's code version and machine, and the training runs behind them (their
-# code versions and when they were made), and the workflow invocation that ended here: its start, wall time to
-# this report, and how many of the runs it made (0 when only the report was redone).
+# What produced these tables: the report's code version and machine, and the training runs the audits took (their
+# code versions and when they were made; runs an audit left out are in the `excluded_runs` table), and the workflow
+# invocation that ended here: its start, wall time to this report, and how many of the runs it made (0 when only
+# the report was redone).
 
 # %%
-manifests = [json.loads(p.read_text()) for d in domains for p in sorted((runs_root / d).glob("seed*/*/manifest.json"))]
-seconds = [json.loads(p.read_text())["seconds"] for d in domains
-           for p in sorted((runs_root / d).glob("seed*/*/metrics.json"))]
-created = [m["created_utc"] for m in manifests]
-started_file = runs_root / ".workflow_started.json"
-invocation = json.loads(started_file.read_text()) if started_file.is_file() else {}
-started = invocation.get("started")
-record = {
-    "report_git_sha": git_sha(),
-    "created_utc": datetime.now(UTC).isoformat(timespec="seconds"),
-    "machine": machine(),
-    "packages": package_versions(),
-    "domains": {d: {"seeds": len({m["seed"] for m in manifests if m["params"]["domain"] == d}),
-                    "runs": sum(m["params"]["domain"] == d for m in manifests)} for d in domains},
-    "runs_git_sha": sorted({m["git_sha"] for m in manifests}),
-    "training_seconds_total": round(sum(seconds), 1),
-    "runs_made": {"first_utc": min(created), "last_utc": max(created),  # when the runs behind the tables were made
-                  "span_minutes": round((datetime.fromisoformat(max(created)) - datetime.fromisoformat(min(created)))
-                                        .total_seconds() / 60, 1)} if created else None,
-    "workflow": {
-        "started_utc": invocation.get("started_utc"),
-        "wall_minutes_to_report": round((time.time() - started) / 60, 1) if started else None,
-        "runs_made_in_this_invocation": sum(datetime.fromisoformat(m["created_utc"]).timestamp() >= started
-                                            for m in manifests) if started else None,
-        "skipped_domains": invocation.get("skipped", {}),
-    },
-    "tables": sorted(tables), "figures": sorted(n for n, f in figures.items() if f is not None),
-}
+record = report.run_manifest(runs_root, results, list(tables), [n for n, f in figures.items() if f is not None])
 write_json(tables_root / "run_manifest.json", record)
 print(json.dumps({k: v for k, v in record.items() if k != "packages"}, indent=1))

@@ -3,6 +3,7 @@ k* is known, so every layer's rule can be checked exactly."""
 
 import dataclasses
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -10,7 +11,9 @@ import pytest
 from scipy import stats
 
 from acgate import audit
+from acgate.config import load_params
 from acgate.panel import Panel
+from tests.conftest import ROOT
 
 # --- hand-built runs folders
 
@@ -19,9 +22,11 @@ N, K = 60, 10
 
 
 def make_domain(root, domain, seeds, methods, kstar_of, shared_entities=False, noise_proxy=False,
-                error_sd=lambda method: 0.1 if method == "acgate" else 0.2):
+                error_sd=lambda method: 0.1 if method == "acgate" else 0.2, params_hash=None):
     """Write panels and finished runs whose k* per entity is ``kstar_of(method, seed, z, rng)`` and whose test
-    predictions miss the target (0) by N(0, error_sd(method)) draws."""
+    predictions miss the target (0) by N(0, error_sd(method)) draws, recorded as trained under ``params_hash``
+    (default: the smoke params of ``domain``)."""
+    params_hash = params_hash or domain_params(domain).digest()
     for seed in seeds:
         rng = np.random.default_rng(100 + (0 if shared_entities else seed))
         z = rng.uniform(size=N)
@@ -49,7 +54,9 @@ def make_domain(root, domain, seeds, methods, kstar_of, shared_entities=False, n
             rows.to_csv(out / "predictions.csv", index=False)
             (out / "history.csv").write_text("epoch,train_loss,recon_loss,val_loss\n")
             (out / "manifest.json").write_text("{}")
-            json.dump({"test": {}}, (out / "metrics.json").open("w"))
+            counts = {split: {"n": int((rows.split == split).sum())} for split in ("train", "val", "test")}
+            json.dump({**counts, "params_hash": params_hash, "panel_digest": panel.digest()},
+                      (out / "metrics.json").open("w"))
 
 
 def recovering(method, seed, z, rng):
@@ -58,15 +65,20 @@ def recovering(method, seed, z, rng):
     return 3 + 7 * (1 - z) + rng.normal(0, 0.3, len(z))
 
 
+def domain_params(domain):
+    """The smoke params as domain ``domain``, with 500 permutations."""
+    smoke = load_params(ROOT / "params" / "synthetic_linear.yaml", ROOT / "params" / "smoke.yaml")
+    return dataclasses.replace(smoke, domain=domain, audit=dataclasses.replace(smoke.audit, permutations=500))
+
+
 @pytest.fixture
-def params(smoke_params):
-    return lambda domain: dataclasses.replace(smoke_params, domain=domain, audit=dataclasses.replace(
-        smoke_params.audit, permutations=500))
+def params():
+    return domain_params
 
 
 def test_audit_of_a_recovering_model(tmp_path, params):
     make_domain(tmp_path, "toy", range(8), ["acgate", "uniform_lag"], recovering)
-    result = audit.audit_domain(params("toy"), tmp_path / "runs", tmp_path / "data")
+    result = audit.audit_domain(params("toy"), tmp_path / "runs", tmp_path / "data", 8, ["acgate", "uniform_lag"])
     assert result.problems == []
     # L1: the collapsed method is degenerate in every seed and is skipped in L2, with the reason
     assert result.l1[result.l1.method == "uniform_lag"].degenerate_paper.all()
@@ -120,7 +132,7 @@ def test_no_heterogeneity_and_a_noise_stratifier_are_not_certified(tmp_path, par
         return 5 + rng.normal(0, 0.5, len(z))  # k* varies, but with nothing
 
     make_domain(tmp_path, "null", range(10), ["acgate"], null, noise_proxy=True)
-    result = audit.audit_domain(params("null"), tmp_path / "runs", tmp_path / "data")
+    result = audit.audit_domain(params("null"), tmp_path / "runs", tmp_path / "data", 10, ["acgate"])
     assert result.verdicts["L2"]["verdict"] == "not certified"
     assert result.verdicts_paper["L2"]["verdict"] == "not certified"
     s = result.l2_summary.set_index("stratifier")
@@ -131,7 +143,7 @@ def test_no_heterogeneity_and_a_noise_stratifier_are_not_certified(tmp_path, par
 
 def test_seed_pooled_test_on_shared_entities(tmp_path, params):
     make_domain(tmp_path, "real", range(4), ["acgate"], recovering, shared_entities=True, noise_proxy=True)
-    result = audit.audit_domain(params("real"), tmp_path / "runs", tmp_path / "data")
+    result = audit.audit_domain(params("real"), tmp_path / "runs", tmp_path / "data", 4, ["acgate"])
     row = result.l2_summary.set_index("stratifier").loc["latent_z"]
     mean_kstar = result.kstar_by_entity.groupby("entity").kstar.mean()
     strat = Panel.load(tmp_path / "data" / "processed" / "real").stratifiers.latent_z
@@ -143,17 +155,56 @@ def test_seed_pooled_test_on_shared_entities(tmp_path, params):
     assert any("training randomness only" in w for w in result.warnings())
 
 
-def test_incomplete_runs_folder_is_reported_and_the_rest_is_audited(tmp_path, params):
-    make_domain(tmp_path, "gaps", range(6), ["acgate", "no_ac_encoder"], recovering)
-    (tmp_path / "runs" / "gaps" / "seed03" / "acgate" / "metrics.json").unlink()
-    (tmp_path / "runs" / "gaps" / "seed04" / "no_ac_encoder" / "lags.csv").unlink()
-    result = audit.audit_domain(params("gaps"), tmp_path / "runs", tmp_path / "data")
-    text = "\n".join(result.problems)
-    assert "seed03/acgate: metrics.json missing" in text and "seed04/no_ac_encoder: lags.csv missing" in text
-    assert "methods have different seeds" in text and "acgate: [0, 1, 2, 4, 5]" in text
-    assert set(result.l0[result.l0.method == "acgate"].seed) == {0, 1, 2, 4, 5}
-    assert (result.wilcoxon[result.wilcoxon.method == "no_ac_encoder"].n_pairs == 4).all()  # seeds 0, 1, 2, 5
-    assert (result.wilcoxon[result.wilcoxon.method == "persistence"].n_pairs == 5).all()  # every acgate seed
+def test_only_current_complete_runs_asked_for_are_audited_and_the_rest_is_named(tmp_path, params):
+    make_domain(tmp_path, "gaps", range(8), ["acgate", "no_ac_encoder", "uniform_lag"], recovering)
+    seed = tmp_path / "runs" / "gaps" / "seed{:02d}"
+    (Path(str(seed).format(3)) / "acgate" / "metrics.json").unlink()
+    (Path(str(seed).format(4)) / "no_ac_encoder" / "lags.csv").unlink()
+    lags = Path(str(seed).format(5)) / "acgate" / "lags.csv"
+    lags.write_text("\n".join(lags.read_text().splitlines()[:20]))  # truncated: 19 of 60 entities
+    predictions = Path(str(seed).format(2)) / "acgate" / "predictions.csv"
+    predictions.write_text("\n".join(predictions.read_text().splitlines()[:-7]) + "\n")
+    (Path(str(seed).format(1)) / "no_ac_encoder" / "metrics.json").write_text('{"params_hash": "abc')
+    make_domain(tmp_path / "old", "gaps", [0], ["acgate"], recovering, params_hash="0123456789ab")
+    for name in ("lags.csv", "metrics.json"):  # seed 0 of acgate trained under other params
+        (tmp_path / "old" / "runs" / "gaps" / "seed00" / "acgate" / name).replace(
+            Path(str(seed).format(0)) / "acgate" / name)
+    result = audit.audit_domain(params("gaps"), tmp_path / "runs", tmp_path / "data", 7, ["acgate", "no_ac_encoder"])
+    reasons = {(r.seed, r.method): r.reason for r in result.excluded.itertuples()}
+    assert reasons[(3, "acgate")] == "metrics.json missing (unfinished or damaged run)"
+    assert reasons[(4, "no_ac_encoder")] == "lags.csv missing (unfinished or damaged run)"
+    assert reasons[(5, "acgate")] == "lags.csv has 19 rows for the panel's 60 entities (lacks 41, e.g. 'c19')"
+    assert reasons[(2, "acgate")] == ("predictions.csv rows differ from metrics.json's counts "
+                                      "(train 177 of 180; val 118 of 120; test 118 of 120)")  # the last entity lost
+    assert reasons[(1, "no_ac_encoder")] == "metrics.json is not valid JSON (truncated?)"
+    assert reasons[(0, "acgate")].startswith("stale: trained under params hash 0123456789ab, the current params give")
+    assert reasons[(7, "acgate")] == "seed not asked for (seeds 0..6)"
+    assert reasons[(0, "uniform_lag")] == "method not asked for"
+    assert len(result.excluded) == 6 + 3 + 7  # the six broken runs, seed 7's three methods, uniform_lag in seeds 0-6
+    assert set(result.l1[result.l1.method == "acgate"].seed) == {1, 4, 6}
+    assert set(result.l1[result.l1.method == "no_ac_encoder"].seed) == {0, 2, 3, 5, 6}
+    assert all("6 run(s) asked for were left out" in c["warnings"][-1] for c in result.verdicts.values())
+    assert "methods have different seeds" in "\n".join(result.problems)
+    assert (result.wilcoxon[result.wilcoxon.method == "no_ac_encoder"].n_pairs == 1).all()  # seed 6 only
+    result.write(tmp_path / "out")
+    assert audit.read_audit(tmp_path / "out").excluded.equals(result.excluded)
+
+
+def test_a_run_on_a_changed_panel_is_stale(tmp_path, params):
+    make_domain(tmp_path, "moved", range(3), ["acgate"], recovering)
+    folder = tmp_path / "data" / "processed" / "moved" / "seed01"
+    panel = Panel.load(folder)
+    panel.Y[0, -1] += 1.0  # the data changed after training
+    panel.save(folder)
+    result = audit.audit_domain(params("moved"), tmp_path / "runs", tmp_path / "data", 3, ["acgate"])
+    assert result.excluded.reason.iloc[0].startswith("stale: trained on a panel with digest")
+    assert set(result.l1.seed) == {0, 2}
+
+
+def test_unknown_method_is_an_error(tmp_path, params):
+    make_domain(tmp_path, "m", range(2), ["acgate"], recovering)
+    with pytest.raises(ValueError, match=r"method\(s\) acgat not in the params of domain 'm'"):
+        audit.audit_domain(params("m"), tmp_path / "runs", tmp_path / "data", 2, ["acgat"])
 
 
 def test_missing_domain_is_a_clear_error(tmp_path, params):
@@ -167,8 +218,8 @@ def test_proxy_shuffle_comparison_and_verdict_matrix(tmp_path, params):
 
     make_domain(tmp_path, "d", range(5), ["acgate"], recovering, noise_proxy=True)
     make_domain(tmp_path, "d_proxy_shuffle", range(5), ["acgate"], shuffled, noise_proxy=True)
-    a = audit.audit_domain(params("d"), tmp_path / "runs", tmp_path / "data")
-    b = audit.audit_domain(params("d_proxy_shuffle"), tmp_path / "runs", tmp_path / "data")
+    a = audit.audit_domain(params("d"), tmp_path / "runs", tmp_path / "data", 5, ["acgate"])
+    b = audit.audit_domain(params("d_proxy_shuffle"), tmp_path / "runs", tmp_path / "data", 5, ["acgate"])
     table = audit.proxy_shuffle_comparison(a, b).set_index(["run", "stratifier"])
     assert table.loc[("original", "latent_z"), "mean_abs_rho"] > 0.9
     drop = table.loc[("proxy shuffle", "latent_z"), "mean_abs_rho_drop"]

@@ -45,6 +45,15 @@ def suite_runs(workspace):
     return runs
 
 
+@pytest.fixture(scope="module")
+def suite_audit(suite_runs, workspace):
+    executed = suite_runs / "synthetic_linear" / "audit" / "04_audit.ipynb"
+    execute_notebook(ROOT / "notebooks" / "04_audit.py", executed,
+                     {"domain": "synthetic_linear", "profile_file": SMOKE, "runs_dir": str(suite_runs),
+                      "data_dir": str(workspace / "data"), "seeds": 1})
+    return executed
+
+
 def nbval(notebook, workspace):
     env = {**os.environ, "ACGATE_ROOT": str(ROOT)}
     return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval-lax",
@@ -89,20 +98,17 @@ def test_training_notebook_reproduces_and_nbval_can_fail(suite_runs, workspace):
     assert nbval(tampered, workspace).returncode != 0
 
 
-def test_audit_notebook_writes_the_audit_and_reproduces(suite_runs, workspace):
-    audit_dir = suite_runs / "synthetic_linear" / "audit"
-    execute_notebook(ROOT / "notebooks" / "04_audit.py", audit_dir / "04_audit.ipynb",
-                     {"domain": "synthetic_linear", "profile_file": SMOKE, "runs_dir": str(suite_runs),
-                      "data_dir": str(workspace / "data")})
+def test_audit_notebook_writes_the_audit_and_reproduces(suite_runs, suite_audit, workspace):
+    audit_dir = suite_audit.parent
     for name in audit.AUDIT_TABLES:
         assert (audit_dir / f"{name}.csv").is_file()
     verdicts = json.loads((audit_dir / "verdicts.json").read_text())
     assert set(verdicts["verdicts"]) == {"L0", "L1", "L2", "L3"}
     l2 = pd.read_csv(audit_dir / "l2.csv")
     assert set(l2.stratifier) == {"latent_z", "noise"} and (l2.permutations == 2000).all()
-    executed = audit_dir / "04_audit.ipynb"
-    assert len(checked_cells(executed)) == 1
-    result = nbval(executed, workspace)
+    assert verdicts["excluded_runs"] == []  # the one seed asked for, every method current and complete
+    assert len(checked_cells(suite_audit)) == 1
+    result = nbval(suite_audit, workspace)
     assert result.returncode == 0, result.stdout[-3000:]
     matrix = report.verdict_table(report.audits(suite_runs, ["synthetic_linear", "synthetic_nonlinear"]))
     assert list(matrix.domain) == ["synthetic_linear"]
@@ -110,8 +116,8 @@ def test_audit_notebook_writes_the_audit_and_reproduces(suite_runs, workspace):
                                         for rule in ("verdicts_paper", "verdicts")]
 
 
-def test_summary_table_reads_the_runs(suite_runs):
-    summary = report.synthetic_summary(suite_runs, ["synthetic_linear"]).set_index("method")
+def test_summary_table_reads_the_audited_runs(suite_runs, suite_audit):
+    summary = report.synthetic_summary(suite_runs, report.audits(suite_runs, ["synthetic_linear"])).set_index("method")
     assert list(summary.index) == ["acgate", "no_ac_encoder", "uniform_lag", "no_recon_reg", "shuffled_proxies",
                                    "plain_lstm", "tft", "ganet"]
     assert summary.kstar_kind["acgate"] == "structural" and summary.kstar_kind["tft"] == "diagnostic: occlusion"
@@ -167,7 +173,7 @@ def test_a_failing_notebook_leaves_its_partial_copy_and_log_and_no_output(tmp_pa
                       '# %%\nimport os\nprint("before, threads", os.environ["OMP_NUM_THREADS"])\n\n'
                       '# %%\nraise ValueError(f"broken {value}")\n')
     output = tmp_path / "out" / "fails.ipynb"
-    with pytest.raises(RuntimeError, match="fails.py failed"):
+    with pytest.raises(RuntimeError, match=r"fails.py failed: ValueError: broken 7\n  parameters: \{'value': 7\}"):
         execute_notebook(source, output, {"value": 7})
     assert not output.exists()
     partial = nbformat.read(output.with_name(".fails.partial.ipynb"), as_version=4)

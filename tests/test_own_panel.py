@@ -13,10 +13,13 @@ from tests.conftest import ROOT
 
 @pytest.fixture(scope="module")
 def example(tmp_path_factory):
+    """The example panel's params and a folder holding its CSV and its prepared panel (data/processed/)."""
     tmp = tmp_path_factory.mktemp("own")
     csv = write_example(tmp / "example_panel.csv")
     params = load_params(ROOT / "params" / "example_panel.yaml", ROOT / "params" / "smoke_panel.yaml")
     params = dataclasses.replace(params, data=dataclasses.replace(params.data, csv_file=str(csv)))
+    long, source = prep.load_long(params, ROOT)
+    prep.save(prep.prepare(long, params, source), tmp / "data" / "processed" / params.domain, {"note": "test"})
     return params, tmp
 
 
@@ -37,13 +40,12 @@ def test_own_panel_runs_through_prep_training_and_audit(example):
     assert panel.static_names == ["size"] and list(panel.stratifiers.columns) == ["mean_governance",
                                                                                   "mean_survey_noise"]
     assert np.isnan(panel.Y).sum() == len(long) // 50  # missing outcomes stay missing
-    prep.save(prepared, tmp / "data" / "processed" / params.domain, {"note": "test"})
     for seed in (0, 1):
         loaded = prep.panel_for_training(params, seed, tmp / "data")
         for method in ("acgate", "uniform_lag"):
             train.run_method(loaded, params, method, seed, tmp / "runs", lambda s: None)
-    result = audit.audit_domain(params, tmp / "runs", tmp / "data")
-    assert result.problems == []
+    result = audit.audit_domain(params, tmp / "runs", tmp / "data", 2, ["acgate", "uniform_lag"])
+    assert result.problems == [] and result.excluded.empty and result.kind == "data"
     summary = result.l2_summary.set_index(["method", "stratifier"])
     assert summary.loc[("acgate", "mean_governance"), "seeds_tested"] == 2
     assert not summary.circular.any()  # governance is related to the moderator but is not a proxy

@@ -43,7 +43,7 @@ def test_normalisers_use_the_training_window_only(panel):
 
 def test_constant_training_column_is_centred_not_exploded():
     values = np.array([[5.0, 5.0, 5.0, 9.0], [5.0, 5.0, 5.0, -3.0]])[:, :, None]
-    s = Standardiser.fit(values[:, :3], axis=(0, 1))
+    s = Standardiser.fit(values[:, :3], (0, 1), ["x"], "feature")
     assert s.scale[0] == 1.0 and s.mean[0] == 5.0
     np.testing.assert_allclose(s.transform(values)[:, 3, 0], [4.0, -8.0])
     np.testing.assert_allclose(s.inverse(s.transform(values)), values)

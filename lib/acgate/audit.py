@@ -33,11 +33,11 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from acgate import statistics, verdicts
+from acgate import sources, statistics, verdicts
 from acgate.baselines import persistence
 from acgate.config import AuditConfig, Params
-from acgate.panel import Panel
-from acgate.runs import RUN_FILES, atomic_write, write_json
+from acgate.panel import SPLITS, Panel
+from acgate.runs import RUN_FILES, atomic_write, method_dir, write_json
 
 WILCOXON_COLUMNS = ["metric", "method", "reference", "n_pairs", "nonzero_pairs", "mean_diff", "median_diff",
                     "hodges_lehmann", "W", "p", "note"]
@@ -111,32 +111,97 @@ class EntityInfo:
         return cls(panel.stratifiers, pd.DataFrame(panel.P, index=panel.entities, columns=panel.proxy_names))
 
 
-def load_runs(runs_root: Path, domain: str) -> tuple[list[Run], list[str]]:
-    """Every finished run of ``domain``, and a message for each incomplete one."""
+class RunRejected(ValueError):
+    """A run folder the audit cannot use; the message says why."""
+
+
+def _read_csv(path: Path, columns: list[str]) -> pd.DataFrame:
+    try:
+        frame = sources.read_csv_ids(path, ["entity"])
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
+        raise RunRejected(f"{path.name} is unreadable ({type(err).__name__}: {str(err).strip()[:120]})") from None
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise RunRejected(f"{path.name} lacks column(s) {', '.join(missing)}")
+    return frame
+
+
+def read_run(directory: Path, seed: int, method: str, params_hash: str, panel: Panel) -> Run:
+    """The run in ``directory`` when it is current and complete, else :class:`RunRejected` saying why: every
+    artifact present, ``metrics.json`` parseable and trained under ``params_hash`` on ``panel`` (its digest),
+    ``lags.csv`` with one row per entity of the panel, and ``predictions.csv`` with as many rows per split as
+    ``metrics.json`` counted."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise RunRejected("not trained (no run folder)")
+    missing = [f for f in RUN_FILES if not (directory / f).is_file()]
+    if missing:
+        raise RunRejected(f"{', '.join(missing)} missing (unfinished or damaged run)")
+    try:
+        metrics = json.loads((directory / "metrics.json").read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise RunRejected("metrics.json is not valid JSON (truncated?)") from None
+    if metrics.get("params_hash") != params_hash:
+        raise RunRejected(f"stale: trained under params hash {metrics.get('params_hash')}, the current params "
+                          f"give {params_hash} (the workflow retrains it)")
+    if metrics.get("panel_digest") != panel.digest():
+        raise RunRejected(f"stale: trained on a panel with digest {metrics.get('panel_digest')}, the panel now has "
+                          f"{panel.digest()} (its data or preparation changed; the workflow retrains it)")
+    lags = _read_csv(directory / "lags.csv", ["entity", "kstar", "kstar_kind"])
+    absent = sorted(set(panel.entities) - set(lags.entity))
+    if absent or len(lags) != panel.n_entities or lags.entity.duplicated().any():
+        raise RunRejected(f"lags.csv has {len(lags)} rows for the panel's {panel.n_entities} entities"
+                          + (f" (lacks {len(absent)}, e.g. '{absent[0]}')" if absent else ""))
+    predictions = _read_csv(directory / "predictions.csv", ["entity", "time", "split", "y", "y_hat"])
+    counts = predictions.split.value_counts()
+    short = [f"{split} {counts.get(split, 0)} of {metrics[split]['n']}" for split in SPLITS
+             if counts.get(split, 0) != metrics.get(split, {}).get("n")]
+    if short:
+        raise RunRejected(f"predictions.csv rows differ from metrics.json's counts ({'; '.join(short)})")
+    unknown = sorted(set(predictions.entity) - set(panel.entities))
+    if unknown:
+        raise RunRejected(f"predictions.csv has entities the panel lacks, e.g. '{unknown[0]}'")
+    return Run(seed, method, metrics, lags,
+               predictions.loc[predictions.split == "test", ["entity", "time", "y", "y_hat"]])
+
+
+def load_runs(runs_root: Path, domain: str, params_hash: str, seeds: list[int], methods: list[str],
+              panels: dict[int, Panel | None]) -> tuple[list[Run], pd.DataFrame]:
+    """The current, complete runs of the ``seeds`` and ``methods`` asked for, and a table (seed, method, reason) of
+    every run asked for that is not, and of every run folder found that was not asked for."""
     domain_dir = Path(runs_root) / domain
     if not domain_dir.is_dir():
         raise FileNotFoundError(f"no runs for domain '{domain}': {domain_dir} does not exist; train it first "
                                 f"(notebooks/03_train.py, or the workflow: make paper CONFIG='domains=[{domain}]')")
-    runs, problems = [], []
-    for method_dir in sorted(domain_dir.glob("seed*/*/")):
-        if not method_dir.name.isidentifier() or method_dir.parent.name == "audit":
+    runs, excluded = [], []
+    for seed in seeds:
+        for method in methods:
+            try:
+                if panels.get(seed) is None:
+                    raise RunRejected(f"no panel of seed {seed:02d} under the data folder's processed/{domain}/ to "
+                                      "check it against (run 01_data_prep or 02_synthetic_dgp)")
+                runs.append(read_run(method_dir(runs_root, domain, seed, method), seed, method, params_hash,
+                                     panels[seed]))
+            except RunRejected as why:
+                excluded.append({"seed": seed, "method": method, "reason": str(why)})
+    for folder in sorted(domain_dir.glob("seed*/*/")):
+        seed = folder.parent.name.removeprefix("seed")
+        if not (seed.isdigit() and folder.name.isidentifier()):
             continue
-        missing = [f for f in RUN_FILES if not (method_dir / f).is_file()]
-        if missing:
-            problems.append(f"{method_dir}: {', '.join(missing)} missing (run unfinished?); skipped")
-            continue
-        seed = int(method_dir.parent.name.removeprefix("seed"))
-        predictions = pd.read_csv(method_dir / "predictions.csv", dtype={"entity": str})
-        runs.append(Run(seed, method_dir.name, json.loads((method_dir / "metrics.json").read_text()),
-                        pd.read_csv(method_dir / "lags.csv", dtype={"entity": str}),
-                        predictions.loc[predictions.split == "test", ["entity", "time", "y", "y_hat"]]))
+        if int(seed) not in seeds:
+            excluded.append({"seed": int(seed), "method": folder.name,
+                             "reason": f"seed {NOT_ASKED} (seeds {seeds[0]}..{seeds[-1]})"})
+        elif folder.name not in methods:
+            excluded.append({"seed": int(seed), "method": folder.name, "reason": f"method {NOT_ASKED}"})
+    excluded = pd.DataFrame(excluded, columns=EXCLUDED_COLUMNS)
     if not runs:
-        raise FileNotFoundError(f"no finished run under {domain_dir}" + "".join(f"; {p}" for p in problems))
-    seeds = {m: sorted(r.seed for r in runs if r.method == m) for m in dict.fromkeys(r.method for r in runs)}
-    if len({tuple(s) for s in seeds.values()}) > 1:
-        problems.append("methods have different seeds (" + "; ".join(f"{m}: {s}" for m, s in seeds.items())
-                        + "); paired tests use the seeds both methods have")
-    return runs, problems
+        reasons = "; ".join(f"seed {r.seed:02d} {r.method}: {r.reason}" for r in excluded.head(5).itertuples())
+        raise FileNotFoundError(f"no current, complete run under {domain_dir} ({reasons})")
+    return runs, excluded
+
+
+EXCLUDED_COLUMNS = ["seed", "method", "reason"]
+NOT_ASKED = "not asked for"  # a run folder outside the seeds and methods audited: listed, no warning
 
 
 def load_panel(data_root: Path, domain: str, seed: int) -> Panel | None:
@@ -155,10 +220,10 @@ def load_entity_info(data_root: Path, domain: str, seed: int) -> EntityInfo | No
     return None if panel is None else EntityInfo.from_panel(panel)
 
 
-def shares_entities(panels: dict[int, Panel | None]) -> bool:
+def shares_entities(panels: dict[int, Panel]) -> bool:
     """True when every seed has the same entities and the same targets (a real panel, trained with several seeds),
     so seeds are not independent draws and only training randomness differs between them."""
-    found = [p for p in panels.values() if p is not None]
+    found = list(panels.values())
     return len(found) > 1 and all(np.array_equal(p.entities, found[0].entities)
                                   and np.array_equal(p.Y, found[0].Y, equal_nan=True) for p in found[1:])
 
@@ -166,12 +231,12 @@ def shares_entities(panels: dict[int, Panel | None]) -> bool:
 # --- L0 and the held-out comparisons
 
 
-def scored_rows(runs: list[Run], panels: dict[int, Panel | None], max_lag: int) -> pd.DataFrame:
+def scored_rows(runs: list[Run], panels: dict[int, Panel], max_lag: int) -> pd.DataFrame:
     """The test rows every method of a seed (and persistence, y_hat_t = y_{t-1}) predicts, so that all are scored
     on the same targets: seed, method, entity, time, y, y_hat."""
     frames = [r.test.assign(seed=r.seed, method=r.method) for r in runs]
     frames += [persistence(panel, max_lag).query("split == 'test'").assign(seed=seed, method="persistence")
-               for seed, panel in panels.items() if panel is not None]
+               for seed, panel in panels.items()]
     rows = pd.concat(frames, ignore_index=True)[["seed", "method", "entity", "time", "y", "y_hat"]]
     rows = rows[np.isfinite(rows.y_hat) & np.isfinite(rows.y)]
     present = rows.groupby(["seed", "entity", "time"]).method.transform("nunique")
@@ -243,6 +308,8 @@ class AuditResult:
     kstar_by_entity: pd.DataFrame
     verdicts: dict
     verdicts_paper: dict
+    excluded: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=EXCLUDED_COLUMNS))
+    kind: str = "synthetic"  # Params.kind: "synthetic", "data" or "proxy_shuffle" (from the params, not the name)
     shared_entities: bool = False
     problems: list[str] = field(default_factory=list)
 
@@ -252,8 +319,9 @@ class AuditResult:
             frame = getattr(self, name)
             atomic_write(Path(directory) / f"{name}.csv", lambda f, frame=frame: frame.to_csv(f, index=False))
         write_json(Path(directory) / "verdicts.json",
-                   {"domain": self.domain, "verdicts": self.verdicts, "verdicts_paper": self.verdicts_paper,
-                    "shared_entities": self.shared_entities, "problems": self.problems,
+                   {"domain": self.domain, "kind": self.kind, "verdicts": self.verdicts,
+                    "verdicts_paper": self.verdicts_paper, "shared_entities": self.shared_entities,
+                    "problems": self.problems, "excluded_runs": self.excluded.to_dict("records"),
                     "audit": dataclasses.asdict(self.config)})
 
     def warnings(self) -> list[str]:
@@ -271,23 +339,22 @@ def read_audit(directory: Path) -> AuditResult:
 
     def table(name: str) -> pd.DataFrame:
         try:
-            return pd.read_csv(directory / f"{name}.csv", dtype={"entity": str})
+            return sources.read_csv_ids(directory / f"{name}.csv", ["entity"])
         except pd.errors.EmptyDataError:
             return pd.DataFrame()
 
     audit = {k: tuple(v) if isinstance(v, list) else v for k, v in meta["audit"].items()}
     return AuditResult(meta["domain"], AuditConfig(**audit), *(table(n) for n in AUDIT_TABLES),
                        verdicts=meta["verdicts"], verdicts_paper=meta["verdicts_paper"],
+                       excluded=pd.DataFrame(meta["excluded_runs"], columns=EXCLUDED_COLUMNS), kind=meta["kind"],
                        shared_entities=meta["shared_entities"], problems=meta["problems"])
 
 
-def _l2_rows(runs: list[Run], l1: pd.DataFrame, info: dict[int, EntityInfo | None], cfg: AuditConfig) -> pd.DataFrame:
+def _l2_rows(runs: list[Run], l1: pd.DataFrame, info: dict[int, EntityInfo], cfg: AuditConfig) -> pd.DataFrame:
     rows = []
     degenerate = l1.set_index(["seed", "method"]).degenerate_paper
     for run in runs:
-        entity_info = info.get(run.seed)
-        if entity_info is None:
-            continue
+        entity_info = info[run.seed]
         for j, name in enumerate(entity_info.stratifiers.columns):
             row = {"seed": run.seed, "method": run.method, "kstar_kind": run.lags.kstar_kind.iloc[0],
                    "stratifier": name, "rho": np.nan, "p_perm": np.nan, "lag_free_median_abs_rho": np.nan,
@@ -313,13 +380,11 @@ def _aligned(kstar: pd.Series, entity_info: EntityInfo, stratifier: str) -> tupl
             entity_info.proxies.loc[entities].to_numpy())
 
 
-def _proxy_overlap(info: dict[int, EntityInfo | None]) -> dict[str, tuple[float, str, float]]:
+def _proxy_overlap(info: dict[int, EntityInfo]) -> dict[str, tuple[float, str, float]]:
     """For each stratifier over seeds: the largest |Spearman| with any one proxy and that proxy's name (the paper
     rule's circularity), and the largest rank multiple correlation with all proxies jointly (the calibrated one)."""
     overlap: dict[str, tuple[float, str, float]] = {}
     for entity_info in info.values():
-        if entity_info is None:
-            continue
         for name in entity_info.stratifiers.columns:
             _, values, proxies = _aligned(entity_info.stratifiers[name], entity_info, name)
             best, closest, joint = overlap.get(name, (-1.0, "", -1.0))
@@ -333,7 +398,7 @@ def _proxy_overlap(info: dict[int, EntityInfo | None]) -> dict[str, tuple[float,
     return overlap
 
 
-def _seed_pooled(runs: list[Run], l2: pd.DataFrame, info: dict[int, EntityInfo | None], method: str,
+def _seed_pooled(runs: list[Run], l2: pd.DataFrame, info: dict[int, EntityInfo], method: str,
                  stratifier: str, cfg: AuditConfig) -> dict:
     """Permutation and lag-free tests of the seed-mean k* per entity; only meaningful when every seed has the same
     entities and stratifier values (real panels), since seeds are not independent draws of entities."""
@@ -409,13 +474,27 @@ def _wilcoxon(l0: pd.DataFrame, l3: pd.DataFrame, reference: str) -> pd.DataFram
     return pd.DataFrame(rows, columns=WILCOXON_COLUMNS)
 
 
-def audit_domain(params: Params, runs_root: Path, data_root: Path) -> AuditResult:
-    """Run L0-L3, the paired tests and both sets of verdicts on ``runs/<domain>/``; incomplete runs are reported in
-    ``problems`` and left out, and the audit of what is complete still runs."""
+def audit_domain(params: Params, runs_root: Path, data_root: Path, seeds: int = 0,
+                 methods: list[str] | tuple[str, ...] = ()) -> AuditResult:
+    """Run L0-L3, the paired tests and both sets of verdicts on the runs of seeds 0..``seeds``-1 (0: the params'
+    ``n_seeds``) and ``methods`` (empty: the params' list) in ``runs/<domain>/``. Only runs that are current (trained
+    under these params) and complete are audited; the others are listed in ``excluded`` with the reason."""
     cfg = params.audit
-    runs, problems = load_runs(runs_root, params.domain)
-    seeds = sorted({r.seed for r in runs})
-    panels = {seed: load_panel(data_root, params.domain, seed) for seed in seeds}
+    unknown = [m for m in methods if m not in params.methods]
+    if unknown:
+        raise ValueError(f"method(s) {', '.join(unknown)} not in the params of domain '{params.domain}' "
+                         f"({', '.join(params.methods)})")
+    seed_list = list(range(seeds or params.n_seeds))
+    panels = {seed: load_panel(data_root, params.domain, seed) for seed in seed_list}
+    runs, excluded = load_runs(runs_root, params.domain, params.digest(), seed_list, list(methods or params.methods),
+                               panels)
+    problems = [f"{len(excluded)} run(s) left out of the audit: " + "; ".join(
+        f"seed {r.seed:02d} {r.method}: {r.reason}" for r in excluded.itertuples())] if len(excluded) else []
+    by_method = {m: sorted(r.seed for r in runs if r.method == m) for m in dict.fromkeys(r.method for r in runs)}
+    if len({tuple(s) for s in by_method.values()}) > 1:
+        problems.append("methods have different seeds (" + "; ".join(f"{m}: {s}" for m, s in by_method.items())
+                        + "); paired tests use the seeds both methods have")
+    panels = {seed: panels[seed] for seed in sorted({r.seed for r in runs})}
     shared = shares_entities(panels)
     scored = scored_rows(runs, panels, params.model.max_lag)
     l0 = pd.DataFrame([{"seed": seed, "method": method, **forecast_metrics(g.y.to_numpy(), g.y_hat.to_numpy(),
@@ -426,12 +505,8 @@ def audit_domain(params: Params, runs_root: Path, data_root: Path) -> AuditResul
     l1["degenerate_paper"] = l1.kstar_sd <= cfg.epsilon
     l1["degenerate_practical"] = l1.kstar_sd <= cfg.practical_sd
 
-    info = {seed: None if panel is None else EntityInfo.from_panel(panel) for seed, panel in panels.items()}
-    for seed, entity_info in info.items():
-        if entity_info is None:
-            problems.append(f"seed {seed:02d}: no panel under {Path(data_root) / 'processed' / params.domain}; "
-                            "persistence and L2 skipped for this seed")
-    proxy_names = {p for e in info.values() if e is not None for p in e.proxies.columns}
+    info = {seed: EntityInfo.from_panel(panel) for seed, panel in panels.items()}
+    proxy_names = {p for e in info.values() for p in e.proxies.columns}
     l2 = _l2_rows(runs, l1, info, cfg)
     l2_summary = _l2_summary(runs, l2, info, proxy_names, cfg, shared) if not l2.empty else pd.DataFrame()
 
@@ -448,10 +523,21 @@ def audit_domain(params: Params, runs_root: Path, data_root: Path) -> AuditResul
     has_stratifiers = not l2.empty
     return AuditResult(
         params.domain, cfg, l0, l1, l2, l2_summary, l3, wilcoxon, heldout, agreement, kstar_by_entity,
-        verdicts=verdicts.calibrated_verdicts(cfg, l1, heldout, agreement, l2_summary, l3, wilcoxon,
-                                              has_stratifiers, shared),
+        verdicts=_with_exclusions(verdicts.calibrated_verdicts(cfg, l1, heldout, agreement, l2_summary, l3,
+                                                               wilcoxon, has_stratifiers, shared), excluded),
         verdicts_paper=verdicts.paper_verdicts(cfg, l1, l2_summary, l3, wilcoxon, has_stratifiers),
-        shared_entities=shared, problems=problems)
+        excluded=excluded, kind=params.kind, shared_entities=shared,
+        problems=problems)
+
+
+def _with_exclusions(cells: dict, excluded: pd.DataFrame) -> dict:
+    """Verdict cells with a warning when runs that were asked for could not be audited."""
+    asked = excluded[~excluded.reason.str.contains(NOT_ASKED)]
+    if asked.empty:
+        return cells
+    warning = (f"{len(asked)} run(s) asked for were left out (not trained, stale or incomplete: see excluded_runs "
+               "in verdicts.json); the verdicts rest on the others")
+    return {layer: {**cell, "warnings": [*cell.get("warnings", []), warning]} for layer, cell in cells.items()}
 
 
 def verdict_matrix(results: list[AuditResult]) -> pd.DataFrame:

@@ -39,7 +39,7 @@ from acgate import audit, dgp, statistics
 from acgate.baselines import persistence
 from acgate.config import Params
 from acgate.lags import lag_frame
-from acgate.panel import Panel
+from acgate.panel import SPLITS, Panel
 from acgate.runs import atomic_write, manifest, method_dir, write_json
 from acgate.train import run_method
 from acgate.verdicts import LAYERS
@@ -108,7 +108,9 @@ def _write_lag_free_runs(panel: Panel, params: Params, seed: int, runs_root: Pat
         atomic_write(out / "history.csv", lambda f: f.write("epoch,train_loss,recon_loss,val_loss\n"))  # no training
         write_json(out / "manifest.json", manifest(params.to_dict(), seed, "none", method=method,
                                                    note="lag-free control, not trained"))
-        write_json(out / "metrics.json", {"params_hash": params.digest(), "note": "lag-free control, not trained"})
+        write_json(out / "metrics.json", {"params_hash": params.digest(), "panel_digest": panel.digest(),
+                                          "note": "lag-free control, not trained",
+                                          **{split: {"n": int((preds.split == split).sum())} for split in SPLITS}})
 
 
 def run_replicate(name: str, replicate: int, params: Params, root: Path) -> dict:

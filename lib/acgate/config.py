@@ -65,6 +65,11 @@ def _open_unit_interval(v: Any) -> str | None:
     return None if ok else "a number in (0, 1)"
 
 
+def _unit_interval(v: Any) -> str | None:
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 1
+    return None if ok else "a number in [0, 1]"
+
+
 def _share(v: Any) -> str | None:
     ok = isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v <= 1
     return None if ok else "a number in (0, 1]"
@@ -228,15 +233,15 @@ class AuditConfig:
                                  _share)
     circular_threshold: float = _param(0.95, "a stratifier is circular when |Spearman| with a proxy (paper rule) or "
                                        "the rank multiple correlation with all proxies jointly (calibrated rule) "
-                                       "reaches this, or it shares a proxy's name", _positive)
+                                       "reaches this, or it shares a proxy's name", _share)
     bootstrap: int = _param(2000, "entity block bootstrap resamples of the held-out loss comparisons (L0, L1)",
                             _int_at_least(1))
     min_seed_agreement: float = _param(0.5, "calibrated L2 needs the median seed-to-seed Spearman of k* at least "
-                                       "this where seeds share entities", _non_negative)
+                                       "this where seeds share entities", _unit_interval)
     heterogeneity_comparators: tuple = _param(("no_ac_encoder", "shuffled_proxies"), "calibrated L1: methods the "
                                               "reference must beat on held-out loss", _names(1))
     l3_min_spearman: float = _param(0.8, "L3 supported needs mean Spearman(k*, lag centre) at least this",
-                                    _non_negative)
+                                    _unit_interval)
     reference: str = _param("acgate", "the method the verdicts and paired tests are about", _one_of(*GATE_METHODS))
     true_lag: str = _param("", "your own panel, when you simulated it: the column (constant within each entity, or "
                            "a summary such as mean:col) holding each entity's true lag, so L3 is audited too",
@@ -259,6 +264,14 @@ class Params:
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+    @property
+    def kind(self) -> str:
+        """"synthetic" (a simulated panel), "data" (a real panel) or "proxy_shuffle" (a real panel whose proxies are
+        permuted: the negative control). Everything that treats domains differently asks this, never the name."""
+        if self.synthetic is not None:
+            return "synthetic"
+        return "proxy_shuffle" if self.data.proxy_shuffle else "data"
 
     def digest(self) -> str:
         """Short hash of what shapes one training run (domain, data or synthetic, split, model, train), recorded

@@ -117,8 +117,9 @@ def execute_notebook(notebook: Path, output: Path, parameters: dict, cwd: Path |
     except Exception as err:
         with open(log, "a") as sink:  # the failing cell's traceback, as Papermill reports it
             sink.write(f"\n{type(err).__name__}: {err}\n")
-        raise RuntimeError(f"{notebook.name} failed with {parameters}; see {log} "
-                           f"and the partly executed {partial}") from err
+        cause = f"{err.ename}: {err.evalue}" if hasattr(err, "ename") else f"{type(err).__name__}: {err}"
+        raise RuntimeError(f"{notebook.name} failed: {cause}\n  parameters: {parameters}\n  log: {log}\n"
+                           f"  partly executed notebook: {partial}") from err
     finally:
         logger.removeHandler(handler)
         logger.setLevel(level)

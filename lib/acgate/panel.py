@@ -8,6 +8,7 @@ built from the K steps before it.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from acgate.runs import atomic_write
+from acgate.sources import read_csv_ids
 
 SPLITS = ("train", "val", "test")
 
@@ -68,6 +70,11 @@ class Panel:
                 idx = np.argwhere(bad)[0]
                 raise PanelError(f"panel.{name}: missing or infinite value for entity '{self.entities[idx[0]]}' "
                                  f"in column '{names[idx[-1]]}'")
+        infinite = np.isinf(self.Y)
+        if infinite.any():
+            i, t = np.argwhere(infinite)[0]
+            raise PanelError(f"panel.Y: infinite target for entity '{self.entities[i]}' at time {self.times[t]} "
+                             "(NaN marks a missing target)")
         flat = [self.proxy_names[j] for j in range(self.P.shape[1]) if np.ptp(self.P[:, j]) == 0]
         if flat:
             raise PanelError(f"panel.P: proxy '{flat[0]}' is the same for every entity, so it cannot condition "
@@ -113,6 +120,16 @@ class Panel:
             permutation = rng.permutation(self.n_entities)
         return dataclasses.replace(self, P=self.P[permutation], meta=dict(self.meta)), permutation
 
+    def digest(self) -> str:
+        """Short hash of what a run trains on: entities, times, X, Y, S and the proxy vectors as a set (rows sorted),
+        so a proxy-shuffled copy has its panel's digest. Recorded with every run: a run whose panel digest differs
+        from its panel's now was trained on other data and is stale."""
+        digest = hashlib.sha256("\x1f".join(map(str, self.entities)).encode())
+        proxies = self.P[np.lexsort(self.P.T[::-1])] if self.P.size else self.P
+        for values in (self.times, self.X, self.Y, self.S, proxies):
+            digest.update(np.ascontiguousarray(values, dtype=np.float64).tobytes())
+        return digest.hexdigest()[:12]
+
     def train_time_mask(self) -> np.ndarray:
         """(T,) True for time values inside the training window."""
         return self.times < self.val_start
@@ -129,7 +146,7 @@ class Panel:
                 "proxy_names": self.proxy_names, "static_names": self.static_names,
                 "val_start": int(self.val_start), "test_start": int(self.test_start), "meta": self.meta}
         atomic_write(directory / "panel.json", lambda f: json.dump(meta, f, indent=1))
-        atomic_write(directory / "stratifiers.csv", lambda f: self.stratifiers.to_csv(f))
+        atomic_write(directory / "stratifiers.csv", lambda f: self.stratifiers.to_csv(f, index_label="entity"))
 
     @classmethod
     def load(cls, directory: Path) -> Panel:
@@ -138,8 +155,7 @@ class Panel:
         with np.load(directory / "panel.npz") as arrays:
             data = {k: arrays[k] for k in arrays.files}
         truth = {k.removeprefix("truth_"): v for k, v in data.items() if k.startswith("truth_")}
-        stratifiers = pd.read_csv(directory / "stratifiers.csv", index_col=0)
-        stratifiers.index = stratifiers.index.astype(str)
+        stratifiers = read_csv_ids(directory / "stratifiers.csv", ["entity"]).set_index("entity")
         return cls(entities=np.array(meta["entities"]), times=data["times"], X=data["X"], Y=data["Y"],
                    P=data["P"], S=data["S"], feature_names=meta["feature_names"],
                    proxy_names=meta["proxy_names"], static_names=meta["static_names"],
@@ -156,9 +172,17 @@ class Standardiser:
     scale: np.ndarray
 
     @classmethod
-    def fit(cls, values: np.ndarray, axis: tuple[int, ...]) -> Standardiser:
+    def fit(cls, values: np.ndarray, axis: tuple[int, ...], names: list[str], what: str) -> Standardiser:
+        """Fitted in float64 (float32 squares of large values overflow); ``names`` of the last axis and ``what``
+        they are name a column whose mean or sd is still not finite."""
+        values = np.asarray(values, dtype=np.float64)
         mean = np.nanmean(values, axis=axis)
         sd = np.nanstd(values, axis=axis)
+        bad = ~(np.isfinite(mean) & np.isfinite(sd))
+        if np.any(bad):
+            name = names[int(np.argmax(np.atleast_1d(bad)))]
+            raise PanelError(f"{what}{f' {name!r}' if name else ''}: its training-window mean or sd is not finite (no "
+                             "observed value, or values too large); check the panel")
         scale = np.where(sd > 1e-8 * np.maximum(1.0, np.abs(mean)), sd, 1.0)
         return cls(mean=mean, scale=scale)
 
@@ -181,7 +205,7 @@ class Normalisers:
     @classmethod
     def fit(cls, panel: Panel) -> Normalisers:
         train = panel.train_time_mask()
-        return cls(X=Standardiser.fit(panel.X[:, train], axis=(0, 1)),
-                   Y=Standardiser.fit(panel.Y[:, train], axis=(0, 1)),
-                   P=Standardiser.fit(panel.P, axis=(0,)),
-                   S=Standardiser.fit(panel.S, axis=(0,)))
+        return cls(X=Standardiser.fit(panel.X[:, train], (0, 1), panel.feature_names, "feature"),
+                   Y=Standardiser.fit(panel.Y[:, train], (0, 1), [""], "the target"),
+                   P=Standardiser.fit(panel.P, (0,), panel.proxy_names, "proxy"),
+                   S=Standardiser.fit(panel.S, (0,), panel.static_names, "static feature"))

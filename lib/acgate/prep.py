@@ -31,6 +31,7 @@ from acgate.runs import atomic_write, write_json
 
 SUMMARIES = ("mean", "trend", "first", "last")
 KIND_NAMES = {"proxies": "proxy", "static": "static feature", "stratifiers": "stratifier", "truth": "true lag"}
+FLOAT32_MAX = float(np.finfo(np.float32).max)  # panels are stored and trained in float32
 PROXY_SHUFFLE_SALT = 7_919  # seeds the proxy-shuffle domains' permutation together with the run seed
 
 
@@ -88,6 +89,12 @@ def _check_long(frame: pd.DataFrame, columns: list[str], source: str) -> pd.Data
             row = frame[bad].iloc[0]
             raise PrepError(f"{source}: column '{column}' has a non-numeric value {row[column]!r} for entity "
                             f"'{row.entity}' at time {row.time}")
+        huge = ~np.isfinite(numeric.fillna(0)) | (numeric.abs() > FLOAT32_MAX)
+        if huge.any():
+            row = frame[huge].iloc[0]
+            raise PrepError(f"{source}: column '{column}' has the value {row[column]!r} for entity '{row.entity}' at "
+                            f"time {row.time}: infinite, or beyond the range the models compute in (|x| <= "
+                            f"{FLOAT32_MAX:.3g}); correct it, or leave the cell empty to mark it missing")
         frame[column] = numeric.astype(float)
     return frame
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
 
@@ -23,7 +25,8 @@ import yaml
 
 from acgate import audit as audit_lib
 from acgate.config import GATE_METHODS, METHODS
-from acgate.runs import atomic_write
+from acgate.runs import atomic_write, git_sha, machine, method_dir, package_versions
+from acgate.sources import read_csv_ids
 from acgate.statistics import format_p
 from acgate.verdicts import LAYERS
 
@@ -41,19 +44,21 @@ def paper_numbers() -> dict:
     return yaml.safe_load(resources.files("acgate").joinpath("paper_numbers.yaml").read_text())
 
 
-def is_synthetic(domain: str) -> bool:
-    return domain.startswith("synthetic")
+def of_kind(results: dict[str, audit_lib.AuditResult], kind: str) -> list[str]:
+    """The audited domains of one kind ("synthetic", "data" or "proxy_shuffle"), from their params."""
+    return [d for d, r in results.items() if r.kind == kind]
 
 
 # --- reading the runs and audits
 
 
-def collect(runs_root: Path, domain: str) -> pd.DataFrame:
-    """One row per (seed, method) with a finished run of ``domain``: the flattened metrics.json."""
+def collect(runs_root: Path, result: audit_lib.AuditResult) -> pd.DataFrame:
+    """One row per (seed, method) run that the audit ``result`` took (current and complete): the flattened
+    metrics.json."""
     rows = []
-    for metrics in sorted((Path(runs_root) / domain).glob("seed*/*/metrics.json")):
-        m = json.loads(metrics.read_text())
-        row = {"domain": domain, "seed": int(metrics.parent.parent.name[4:]), "method": metrics.parent.name,
+    for seed, method in result.l1[["seed", "method"]].itertuples(index=False):
+        m = json.loads((method_dir(runs_root, result.domain, seed, method) / "metrics.json").read_text())
+        row = {"domain": result.domain, "seed": seed, "method": method,
                "test_mse": m["test"]["mse"], "test_r2_by_time": m["test"]["r2_by_time"],
                "test_r2_pooled": m["test"]["r2_pooled"], "kstar_sd": m["lags"]["kstar_sd"],
                "omega_entropy": m["lags"]["omega_entropy"], "gate_sensitivity": m["lags"]["gate_sensitivity"],
@@ -85,12 +90,13 @@ def _mean_sd(frame: pd.DataFrame, by: list[str], columns: list[str]) -> pd.DataF
 # --- the tables
 
 
-def synthetic_summary(runs_root: Path, domains: list[str]) -> pd.DataFrame:
+def synthetic_summary(runs_root: Path, results: dict[str, audit_lib.AuditResult]) -> pd.DataFrame:
     """L0/L3 per synthetic domain and method over seeds (paper table app_synth_summary): test MSE, k* MAE and
     Spearman against the lag centre and against the DGP's mean lag, sd of k*."""
     frames = []
-    for domain in filter(is_synthetic, domains):
-        runs = collect(runs_root, domain)
+    domains = of_kind(results, "synthetic")
+    for domain in domains:
+        runs = collect(runs_root, results[domain])
         if runs.empty:
             continue
         columns = ["test_mse", "mae_lag_centre", "spearman_lag_centre", "mae_dgp_mean_lag", "spearman_dgp_mean_lag",
@@ -107,11 +113,11 @@ def synthetic_summary(runs_root: Path, domains: list[str]) -> pd.DataFrame:
     return table[first + [c for c in table.columns if c not in first]].reset_index(drop=True)
 
 
-def real_summary(runs_root: Path, domain: str, audit: audit_lib.AuditResult | None) -> pd.DataFrame:
+def real_summary(runs_root: Path, audit: audit_lib.AuditResult) -> pd.DataFrame:
     """L0/L1 of a real domain (paper tables app_econ_compact / app_energy_compact): test R2 by time (the
     paper's) and pooled, mean sd(k*) across entities, omega entropy and gate sensitivity; the persistence
     forecast as the floor."""
-    runs = collect(runs_root, domain)
+    runs = collect(runs_root, audit)
     if runs.empty:
         return pd.DataFrame()
     table = _mean_sd(runs, ["method"], ["test_r2_by_time", "test_r2_pooled"])
@@ -119,12 +125,11 @@ def real_summary(runs_root: Path, domain: str, audit: audit_lib.AuditResult | No
         seeds=("seed", "size"), kstar_kind=("kstar_kind", "first"), kstar_sd=("kstar_sd", "mean"),
         omega_entropy=("omega_entropy", "mean"), gate_sensitivity=("gate_sensitivity", "mean"))
     table = table.merge(extra.reset_index(), on="method")
-    if audit is not None:
-        floor = audit.l0[audit.l0.method == "persistence"]
-        if not floor.empty:  # the same panel in every seed: one value
-            table = pd.concat([table, pd.DataFrame([{
-                "method": "persistence", "seeds": len(floor), "test_r2_by_time_mean": floor.r2_by_time.iloc[0],
-                "test_r2_pooled_mean": floor.r2_pooled.iloc[0]}])], ignore_index=True)
+    floor = audit.l0[audit.l0.method == "persistence"]
+    if not floor.empty:  # the same panel in every seed: one value
+        table = pd.concat([table, pd.DataFrame([{
+            "method": "persistence", "seeds": len(floor), "test_r2_by_time_mean": floor.r2_by_time.iloc[0],
+            "test_r2_pooled_mean": floor.r2_pooled.iloc[0]}])], ignore_index=True)
     first = ["method", "seeds", "kstar_kind"]
     table = _ordered(table)
     return table[first + [c for c in table.columns if c not in first]].reset_index(drop=True)
@@ -153,7 +158,7 @@ WILCOXON_TABLES = {  # name: (metric, synthetic domains?), paper tables app_wilc
 def wilcoxon_table(results: dict[str, audit_lib.AuditResult], metric: str, synthetic: bool) -> pd.DataFrame:
     """Paired Wilcoxon tests of ``metric``, each method against AC-GATE (difference = method - AC-GATE)."""
     frames = [r.wilcoxon[r.wilcoxon.metric == metric].assign(domain=d)
-              for d, r in results.items() if is_synthetic(d) == synthetic and not r.wilcoxon.empty]
+              for d, r in results.items() if (r.kind == "synthetic") == synthetic and not r.wilcoxon.empty]
     if not frames:
         return pd.DataFrame()
     table = pd.concat(frames, ignore_index=True)
@@ -165,7 +170,7 @@ def proxy_shuffle_table(results: dict[str, audit_lib.AuditResult]) -> tuple[pd.D
     """The proxy-shuffle control (paper table proxy_shuffle_compact): per domain, AC-GATE on the original and on
     the shuffled proxies, averaged over stratifiers (Fisher p as its range); and the per-stratifier detail."""
     details = [audit_lib.proxy_shuffle_comparison(results[d], results[f"{d}_proxy_shuffle"])
-               for d in results if f"{d}_proxy_shuffle" in results]
+               for d in of_kind(results, "data") if f"{d}_proxy_shuffle" in results]
     details = [d for d in details if not d.empty]
     if not details:
         return pd.DataFrame(), pd.DataFrame()
@@ -202,26 +207,33 @@ DESIGN = {  # paper table fair_baselines; the facts are those of acgate.models /
 }
 
 
-def controlled_comparison(runs_root: Path, domains: list[str]) -> pd.DataFrame:
+def controlled_comparison(runs_root: Path, results: dict[str, audit_lib.AuditResult]) -> pd.DataFrame:
     """The controlled-comparison design (paper table fair_baselines): what each method changes, and its number
     of trainable parameters read off a saved model, on the first synthetic domain and on each real domain (the
     proxy-shuffle twins have their base domain's models)."""
-    synthetic = [d for d in domains if is_synthetic(d)][:1]
-    domains = synthetic + [d for d in domains if not is_synthetic(d) and not d.endswith("_proxy_shuffle")]
+    domains = of_kind(results, "synthetic")[:1] + of_kind(results, "data")
     rows = []
     for method, design in DESIGN.items():
         row = {"method": method, "ac_encoder": design.ac_encoder, "lag_gate": design.lag_gate,
                "reconstruction": design.reconstruction, "difference": design.difference}
         for domain in domains:
-            runs = sorted((Path(runs_root) / domain).glob(f"seed*/{method}/metrics.json"))
-            if not runs:
+            seeds = results[domain].l1.query("method == @method").seed
+            if seeds.empty:
                 continue
-            state = runs[0].parent / "model.pt"
+            state = method_dir(runs_root, domain, int(seeds.min()), method) / "model.pt"
             if state.is_file():
                 tensors = torch.load(state, map_location="cpu", weights_only=True)
                 row[f"parameters_{domain}"] = int(sum(t.numel() for k, t in tensors.items() if k != "position"))
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def excluded_runs(results: dict[str, audit_lib.AuditResult]) -> pd.DataFrame:
+    """Every run folder an audit left out (not trained, stale, incomplete or not asked for), with the reason."""
+    frames = [r.excluded.assign(domain=d) for d, r in results.items() if not r.excluded.empty]
+    if not frames:
+        return pd.DataFrame()
+    return pd.concat(frames, ignore_index=True)[["domain", *audit_lib.EXCLUDED_COLUMNS]]
 
 
 def verdict_table(results: dict[str, audit_lib.AuditResult]) -> pd.DataFrame:
@@ -454,7 +466,7 @@ def case_study_figure(results: dict[str, audit_lib.AuditResult], data_root: Path
     panels = []
     for domain, result in results.items():
         summary = result.l2_summary[result.l2_summary.method == "acgate"] if not result.l2_summary.empty else None
-        if is_synthetic(domain) or domain.endswith("_proxy_shuffle") or summary is None or summary.empty:
+        if result.kind != "data" or summary is None or summary.empty:
             continue
         named = paper["case_study"].get(domain, {}).get("stratifier")
         chosen = [named] if named in set(summary.stratifier) else []
@@ -467,8 +479,8 @@ def case_study_figure(results: dict[str, audit_lib.AuditResult], data_root: Path
     fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.6), squeeze=False)
     for ax, (domain, row) in zip(axes[0], panels, strict=True):
         kstar = results[domain].kstar_by_entity.query("method == 'acgate'").groupby("entity").kstar.mean()
-        strat = pd.read_csv(Path(data_root) / "processed" / domain / "stratifiers.csv",
-                            dtype={"entity": str}).set_index("entity")[row.stratifier]
+        strat = read_csv_ids(Path(data_root) / "processed" / domain / "stratifiers.csv", ["entity"]).set_index(
+            "entity")[row.stratifier]
         both = pd.concat([strat.rename("stratifier"), kstar.rename("kstar")], axis=1, join="inner")
         sns.regplot(data=both, x="stratifier", y="kstar", ax=ax, scatter_kws={"s": 14, "alpha": 0.7},
                     line_kws={"color": "black", "lw": 1}, seed=0)  # a reproducible bootstrap band
@@ -511,7 +523,7 @@ def evidence_figure(tables: dict[str, pd.DataFrame], results: dict[str, audit_li
     ax = axes[1]
     points = []
     for domain, result in results.items():
-        if is_synthetic(domain) or result.l2.empty:
+        if result.kind == "synthetic" or result.l2.empty:
             continue
         tested = result.l2[result.l2.skipped.isna()]
         rho = tested.assign(abs_rho=tested.rho.abs()).groupby("method").abs_rho.mean()
@@ -547,12 +559,12 @@ def evidence_figure(tables: dict[str, pd.DataFrame], results: dict[str, audit_li
 def forecast_r2_figure(runs_root: Path, results: dict[str, audit_lib.AuditResult]) -> plt.Figure | None:
     """Test R2 (by time, the paper's) per method and seed on the real panels, with the persistence forecast
     as a dashed line (paper figure r2_floor)."""
-    domains = [d for d in results if not is_synthetic(d) and not d.endswith("_proxy_shuffle")]
+    domains = of_kind(results, "data")
     if not domains:
         return None
     fig, axes = plt.subplots(1, len(domains), figsize=(5 * len(domains), 3.8), squeeze=False, sharey=False)
     for ax, domain in zip(axes[0], domains, strict=True):
-        runs = _ordered(collect(runs_root, domain))
+        runs = _ordered(collect(runs_root, results[domain]))
         runs["label"] = runs.method.map(LABELS)
         state = np.random.get_state()  # seaborn jitters with numpy's global generator: fix it, then restore it
         np.random.seed(0)
@@ -590,6 +602,8 @@ TABLES = {  # name: (caption, the paper table it regenerates)
     "heldout": ("Held-out test loss of AC-GATE against each comparator on the same rows (comparator - AC-GATE; "
                 "one-sided p over seeds and over entities, Holm over comparators) and the seed-to-seed Spearman "
                 "of AC-GATE's k* where seeds share entities.", ""),
+    "excluded_runs": ("Run folders the audits left out (not trained, stale, incomplete, or not asked for), with "
+                      "the reason.", ""),
     "controlled_comparison": ("Controlled comparison design: what each method changes, with parameter counts.",
                               "fair_baselines"),
     "reproduction": ("Every number the paper reports next to ours (difference = ours - paper).", "all"),
@@ -604,19 +618,59 @@ def build_tables(runs_root: Path, domains: list[str]) -> tuple[dict[str, pd.Data
     """Every table of :data:`TABLES` that the finished runs and audits of ``domains`` support (empty ones are
     left out), and the audits they were read from."""
     results = audits(runs_root, domains)
-    tables = {"synthetic_summary": synthetic_summary(runs_root, domains)}
-    for domain in (d for d in domains if not is_synthetic(d)):
-        tables[f"{domain}_summary"] = real_summary(runs_root, domain, results.get(domain))
-        if domain in results:
-            tables[f"{domain}_l2"] = l2_table(results[domain])
+    tables = {"synthetic_summary": synthetic_summary(runs_root, results)}
+    for domain, result in results.items():
+        if result.kind != "synthetic":
+            tables[f"{domain}_summary"] = real_summary(runs_root, result)
+            tables[f"{domain}_l2"] = l2_table(result)
     for name, (metric, synthetic) in WILCOXON_TABLES.items():
         tables[name] = wilcoxon_table(results, metric, synthetic)
     tables["proxy_shuffle"], tables["proxy_shuffle_by_stratifier"] = proxy_shuffle_table(results)
     tables["verdict_matrix"] = verdict_table(results)
     tables["heldout"] = heldout_table(results)
-    tables["controlled_comparison"] = controlled_comparison(runs_root, domains)
+    tables["controlled_comparison"] = controlled_comparison(runs_root, results)
+    tables["excluded_runs"] = excluded_runs(results)
     tables["reproduction"] = reproduction(tables, results)
     return {k: v for k, v in tables.items() if not v.empty}, results
+
+
+def run_manifest(runs_root: Path, results: dict[str, audit_lib.AuditResult], tables: list[str], figures: list[str]
+                 ) -> dict:
+    """What produced the tables: the report's code version and machine, the runs the audits took (their code
+    versions, total training seconds, when they were made), and the workflow invocation that ended here (its start,
+    wall time to this report, how many of the runs it made, the domains it skipped)."""
+    manifests, seconds = [], []
+    for domain, result in results.items():
+        for seed, method in result.l1[["seed", "method"]].itertuples(index=False):
+            folder = method_dir(runs_root, domain, seed, method)
+            manifests.append(json.loads((folder / "manifest.json").read_text()))
+            seconds.append(json.loads((folder / "metrics.json").read_text()).get("seconds", 0.0))
+    created = [m["created_utc"] for m in manifests]
+    started_file = Path(runs_root) / ".workflow_started.json"
+    invocation = json.loads(started_file.read_text()) if started_file.is_file() else {}
+    started = invocation.get("started")
+    return {
+        "report_git_sha": git_sha(),
+        "created_utc": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": machine(),
+        "packages": package_versions(),
+        "domains": {d: {"seeds": int(r.l1.seed.nunique()), "runs": len(r.l1), "excluded_runs": len(r.excluded)}
+                    for d, r in results.items()},
+        "runs_git_sha": sorted({m["git_sha"] for m in manifests}),
+        "training_seconds_total": round(sum(seconds), 1),
+        "runs_made": {"first_utc": min(created), "last_utc": max(created),
+                      "span_minutes": round((datetime.fromisoformat(max(created))
+                                             - datetime.fromisoformat(min(created))).total_seconds() / 60, 1)}
+        if created else None,
+        "workflow": {
+            "started_utc": invocation.get("started_utc"),
+            "wall_minutes_to_report": round((time.time() - started) / 60, 1) if started else None,
+            "runs_made_in_this_invocation": sum(datetime.fromisoformat(c).timestamp() >= started for c in created)
+            if started else None,
+            "skipped_domains": invocation.get("skipped", {}),
+        },
+        "tables": sorted(tables), "figures": sorted(figures),
+    }
 
 
 def caption(name: str) -> str:

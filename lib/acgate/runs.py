@@ -27,17 +27,25 @@ PACKAGES = ("acgate", "torch", "numpy", "pandas", "scipy", "papermill", "jupytex
 
 
 def atomic_write(path: Path, write: Callable[[IO], Any], binary: bool = False) -> None:
-    """Call ``write(file)`` on a temporary file beside ``path``, then rename it into place."""
+    """Call ``write(file)`` on a temporary file beside ``path``, then rename it into place, with the permissions an
+    ordinary new file gets (0666 less the umask; a temporary file starts private)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.chmod(tmp, 0o666 & ~_umask())
         with os.fdopen(fd, "wb" if binary else "w") as f:
             write(f)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)  # reading the umask means setting it: put it straight back
+    os.umask(mask)
+    return mask
 
 
 def write_json(path: Path, obj: Any) -> None:
@@ -63,9 +71,10 @@ def is_finished(directory: Path) -> bool:
     return (Path(directory) / "metrics.json").is_file()
 
 
-def current_metrics(directory: Path, params_hash: str) -> dict | None:
+def current_metrics(directory: Path, params_hash: str, panel_digest: str) -> dict | None:
     """metrics.json of the finished run in ``directory`` when it has every artifact and was trained under
-    ``params_hash`` (the same data, split, model and training settings), else None."""
+    ``params_hash`` (the same data, split, model and training settings) on a panel with ``panel_digest``, else
+    None."""
     directory = Path(directory)
     if not all((directory / name).is_file() for name in RUN_FILES):
         return None
@@ -73,7 +82,8 @@ def current_metrics(directory: Path, params_hash: str) -> dict | None:
         metrics = json.loads((directory / "metrics.json").read_text())
     except json.JSONDecodeError:
         return None
-    return metrics if metrics.get("params_hash") == params_hash else None
+    current = metrics.get("params_hash") == params_hash and metrics.get("panel_digest") == panel_digest
+    return metrics if current else None
 
 
 SOURCE_PATHS = ("lib", "notebooks", "params", "pyproject.toml")  # what makes a run's code differ from a commit

@@ -60,6 +60,21 @@ def require_columns(frame: pd.DataFrame, columns: list[str], source: str) -> Non
                           f"found {', '.join(map(str, frame.columns[:20]))}{' ...' if frame.shape[1] > 20 else ''}")
 
 
+# pandas' default missing-value markers, applied to every column but the id columns
+NA_STRINGS = ["", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN", "<NA>", "N/A",
+              "NA", "NULL", "NaN", "None", "n/a", "nan", "null"]
+
+
+def read_csv_ids(source, ids: list[str], **kwargs) -> pd.DataFrame:
+    """A CSV whose ``ids`` columns are read exactly as written (strings: 'NA', 'null' and '001' stay as they are),
+    every other column with pandas' usual parsing and missing-value markers."""
+    header = pd.read_csv(source, nrows=0, **kwargs).columns
+    if hasattr(source, "seek"):
+        source.seek(0)
+    return pd.read_csv(source, keep_default_na=False, dtype={c: str for c in ids if c in header},
+                       na_values={c: NA_STRINGS for c in header if c not in ids}, **kwargs)
+
+
 # --- readers of the official files
 
 
@@ -154,18 +169,41 @@ def load_owid_wgi(directory: Path) -> pd.DataFrame:
 
 
 def load_csv(path: Path, entity_column: str, time_column: str) -> pd.DataFrame:
-    """A user's long CSV: one row per entity and time; the entity and time columns are renamed."""
+    """A user's long CSV (UTF-8, comma-separated): one row per entity and time. Entity ids are kept exactly as
+    written ('NA', 'null' and '001' are ids, not missing values or numbers); the entity and time columns are renamed
+    to the panel's own 'entity' and 'time'."""
     path = Path(path)
     if not path.is_file():
         raise SourceError(f"panel CSV not found: {path}")
-    frame = pd.read_csv(path)
+    try:
+        frame = read_csv_ids(path, [entity_column])
+    except pd.errors.EmptyDataError:
+        raise SourceError(f"{path}: the file is empty; it needs a header row and one row per entity and time") from None
+    except UnicodeDecodeError as err:
+        raise SourceError(f"{path}: not UTF-8 text (byte {err.start}: {err.reason}); save it as UTF-8 (a "
+                          "spreadsheet's 'CSV UTF-8'), e.g. iconv -f latin1 -t utf-8") from None
+    if frame.shape[1] == 1 and entity_column not in frame.columns:
+        separator = next((name for sep, name in ((";", "semicolons"), ("\t", "tabs"), ("|", "bars"))
+                          if sep in frame.columns[0]), "")
+        if separator:
+            raise SourceError(f"{path}: one column {frame.columns[0]!r}: the file seems separated by {separator}; "
+                              "save it comma-separated")
     require_columns(frame, [entity_column, time_column], str(path))
+    if frame.empty:
+        raise SourceError(f"{path}: a header but no rows; it needs one row per entity and time")
+    for internal, own in (("entity", entity_column), ("time", time_column)):
+        if internal != own and internal in frame.columns:
+            raise SourceError(f"{path}: a column named '{internal}' besides the {internal} column '{own}'; rename it "
+                              f"(the panel names its own {internal} column '{internal}')")
+    blank = frame[entity_column].str.strip() == ""
+    if blank.any():
+        raise SourceError(f"{path}: column '{entity_column}' is empty on line {int(blank.to_numpy().argmax()) + 2}; "
+                          "every row needs an entity id")
     times = pd.to_numeric(frame[time_column], errors="coerce")
     if times.isna().any() or (times != times.round()).any():
         bad = frame.loc[times.isna() | (times != times.round()), time_column].iloc[0]
         raise SourceError(f"{path}: column '{time_column}' must hold whole numbers (years or steps); found {bad!r}")
     frame = frame.rename(columns={entity_column: "entity", time_column: "time"})
-    frame["entity"] = frame.entity.astype(str)
     frame["time"] = times.astype(int)
     return frame
 

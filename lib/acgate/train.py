@@ -92,6 +92,10 @@ def recon_loss(p_hat: torch.Tensor, proxies: torch.Tensor, anchor_weight: float)
     return (((p_hat - proxies) ** 2) * weights).sum(dim=1).mean() / weights.sum()
 
 
+class TrainingError(RuntimeError):
+    """Training cannot give a usable model (a loss that is not finite); the message says which run and why."""
+
+
 @dataclass
 class FitResult:
     model: torch.nn.Module
@@ -131,6 +135,10 @@ def fit(panel: Panel, params: Params, method: str, seed: int, log: Callable[[str
         model.eval()
         with torch.no_grad():
             val = masked_mse(model(*val_batch.inputs()).y_hat, val_batch.y, val_batch.masks["val"]).item()
+        if not (np.isfinite(val) and np.isfinite(task.item())):
+            raise TrainingError(f"[{method} seed {seed}] a loss is not finite at epoch {epoch} (training "
+                                f"{task.item()}, validation {val}): training diverged or the panel holds values too "
+                                "large for float32; check the panel's values (01_data_prep), or lower train.lr")
         rows.append((epoch, task.item(), recon.item(), val))
         if val < best_val:
             best_val, best_epoch, stale = val, epoch, 0
@@ -236,13 +244,14 @@ def run_method(panel: Panel, params: Params, method: str, seed: int, runs_root: 
                log: Callable[[str], None] = print, retrain: bool = False) -> dict:
     """Train ``method`` and write its artifacts to runs/<domain>/seed<NN>/<method>/; returns metrics.json.
 
-    A finished run trained under the same parameters (params hash) is kept, unless ``retrain``. ``metrics.json`` is
-    written last, so an interrupted run leaves nothing that counts as finished. ``shuffled_proxies`` is AC-GATE
-    trained on the proxies permuted across entities (one non-identity permutation per seed, recorded in the
-    manifest): the comparator that tells a proxy-conditioned gate from a gate that merely has more inputs.
+    A finished run trained under the same parameters (params hash) on the same panel (panel digest) is kept, unless
+    ``retrain``. ``metrics.json`` is written last, so an interrupted run leaves nothing that counts as finished.
+    ``shuffled_proxies`` is AC-GATE trained on the proxies permuted across entities (one non-identity permutation per
+    seed, recorded in the manifest): the comparator that tells a proxy-conditioned gate from a gate that merely has
+    more inputs.
     """
     out = method_dir(runs_root, params.domain, seed, method)
-    kept = None if retrain else current_metrics(out, params.digest())
+    kept = None if retrain else current_metrics(out, params.digest(), panel.digest())
     if kept is not None:
         log(f"  [{method} seed {seed}] kept: finished run with the same parameters in {out} (retrain redoes it)")
         return kept
@@ -269,7 +278,7 @@ def run_method(panel: Panel, params: Params, method: str, seed: int, runs_root: 
         gate = omega_of_z(result.model) if method in GATE_METHODS else None
         atomic_write(out / "model.pt", lambda f: torch.save(result.model.state_dict(), f), binary=True)
     metrics = summarise(preds, table, {**facts, "seconds": round(seconds, 3), "device": device,
-                                       "params_hash": params.digest()}, gate)
+                                       "params_hash": params.digest(), "panel_digest": panel.digest()}, gate)
     atomic_write(out / "predictions.csv", lambda f: preds.to_csv(f, index=False))
     atomic_write(out / "lags.csv", lambda f: table.to_csv(f, index=False))
     atomic_write(out / "history.csv", lambda f: history.to_csv(f, index=False))
