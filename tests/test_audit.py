@@ -10,10 +10,11 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from acgate import audit
+from acgate import audit, report
 from acgate.config import load_params
 from acgate.panel import Panel
-from tests.conftest import ROOT
+
+ROOT = Path(__file__).resolve().parents[1]
 
 # --- hand-built runs folders
 
@@ -54,9 +55,12 @@ def make_domain(root, domain, seeds, methods, kstar_of, shared_entities=False, n
             rows.to_csv(out / "predictions.csv", index=False)
             (out / "history.csv").write_text("epoch,train_loss,recon_loss,val_loss\n")
             (out / "manifest.json").write_text("{}")
-            counts = {split: {"n": int((rows.split == split).sum())} for split in ("train", "val", "test")}
-            json.dump({**counts, "params_hash": params_hash, "panel_digest": panel.digest()},
-                      (out / "metrics.json").open("w"))
+            scores = {split: audit.forecast_metrics(*(g[c].to_numpy() for c in ("y", "y_hat", "time")))
+                      for split, g in rows.groupby("split")}
+            lag_summary = {"kstar_kind": "structural", "kstar_sd": float(np.std(kstar)), "omega_entropy": None,
+                           "gate_sensitivity": None}
+            json.dump({**scores, "lags": lag_summary, "epochs_run": 1, "seconds": 0.0, "params_hash": params_hash,
+                       "panel_digest": panel.digest()}, (out / "metrics.json").open("w"))
 
 
 def recovering(method, seed, z, rng):
@@ -245,3 +249,15 @@ def test_persistence_hand_worked():
     assert list(preds[preds.entity == "b"].y_hat) == [1.0, 0.0, 1.0, 0.0]
     test = preds[preds.split == "test"]
     assert list(test.y - test.y_hat) == [1.0, 1.0]  # t = 5: a 6 - 5, b 1 - 0
+
+
+def test_a_real_panel_named_like_a_synthetic_one_is_reported_as_real(tmp_path):
+    own = load_params(ROOT / "params" / "example_panel.yaml", ROOT / "params" / "smoke_panel.yaml")
+    own = dataclasses.replace(own, domain="synthetic_sales", audit=dataclasses.replace(own.audit, permutations=200))
+    make_domain(tmp_path, "synthetic_sales", range(3), ["acgate"], recovering, params_hash=own.digest())
+    result = audit.audit_domain(own, tmp_path / "runs", tmp_path / "data", 3, ["acgate"])
+    assert result.kind == "data" and result.excluded.empty
+    result.write(tmp_path / "runs" / "synthetic_sales" / "audit")
+    tables, _ = report.build_tables(tmp_path / "runs", ["synthetic_sales"])
+    assert "synthetic_sales_summary" in tables and "synthetic_summary" not in tables
+    assert tables["synthetic_sales_summary"].set_index("method").seeds["acgate"] == 3

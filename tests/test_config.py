@@ -1,10 +1,12 @@
 import dataclasses
+from pathlib import Path
 
 import pytest
 import yaml
 
 from acgate.config import GATE_METHODS, NEURAL_BASELINES, ParamsError, load_params, reference_markdown
-from tests.conftest import ROOT
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def write(tmp_path, data: dict):
@@ -73,6 +75,9 @@ def test_non_positive_temperature(tmp_path, value):
     ("audit", "alpha", 1.5, r"audit.alpha = 1.5 is not allowed: must be a number in \(0, 1\)"),
     ("audit", "l1_min_share", 0, r"audit.l1_min_share = 0.0 is not allowed: must be a number in \(0, 1\]"),
     ("", "domain", "../../../x", "domain = '../../../x' is not allowed: must be a plain name"),
+    ("audit", "circular_threshold", 1.5, r"audit.circular_threshold = 1.5 .* must be a number in \(0, 1\]"),
+    ("audit", "min_seed_agreement", 2.0, r"audit.min_seed_agreement = 2.0 .* must be a number in \[0, 1\]"),
+    ("audit", "l3_min_spearman", -0.1, r"audit.l3_min_spearman = -0.1 .* must be a number in \[0, 1\]"),
 ])
 def test_out_of_range_values(tmp_path, section, key, value, allowed):
     data = base()

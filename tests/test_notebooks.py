@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import nbformat
 import numpy as np
@@ -16,8 +17,8 @@ import yaml
 from acgate import audit, report
 from acgate.example import write_example
 from acgate.notebook import execute_notebook
-from tests.conftest import ROOT
-from tests.test_sources import SHARED, needs_data
+
+ROOT = Path(__file__).resolve().parents[1]
 
 SMOKE = "params/smoke.yaml"
 
@@ -148,9 +149,7 @@ def test_data_prep_notebook_on_a_users_panel(workspace):
     assert result.returncode == 0, result.stdout[-3000:]
 
 
-@needs_data
-def test_data_prep_notebook_on_the_real_economics_panel(workspace, monkeypatch):
-    monkeypatch.setenv("ACGATE_RAW_DIR", str(SHARED))
+def test_data_prep_notebook_on_the_real_economics_panel(workspace, raw_dir):
     out = workspace / "econ" / "01_data_prep.ipynb"
     execute_notebook(ROOT / "notebooks" / "01_data_prep.py", out,
                      {"domain": "economics", "data_dir": str(workspace / "econ" / "data")})

@@ -1,6 +1,7 @@
 """A user's own panel end to end: the generated example CSV -> 01 prep -> training -> audit."""
 
 import dataclasses
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -8,7 +9,8 @@ import pytest
 from acgate import audit, prep, train
 from acgate.config import load_params
 from acgate.example import example_frame, write_example
-from tests.conftest import ROOT
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,7 @@
 import dataclasses
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from acgate.dgp import simulate
@@ -56,6 +57,7 @@ def test_save_and_load_round_trip(panel, tmp_path):
         np.testing.assert_array_equal(getattr(back, name), getattr(panel, name))
     np.testing.assert_array_equal(back.truth["kstar_true"], panel.truth["kstar_true"])
     assert back.stratifiers.index.tolist() == panel.entities.tolist()
+    assert back.digest() == panel.digest()
     assert not list(tmp_path.glob("*.tmp"))
 
 
@@ -68,7 +70,28 @@ def test_contract_violations_name_the_field_and_entity(panel):
     P[:, 1] = 0.5
     with pytest.raises(PanelError, match=r"proxy 'sqrt_z' is the same for every entity"):
         dataclasses.replace(panel, P=P)
+    Y = panel.Y.copy()
+    Y[5, 7] = np.inf
+    with pytest.raises(PanelError, match=r"panel.Y: infinite target for entity 'e005' at time 7"):
+        dataclasses.replace(panel, Y=Y)
     with pytest.raises(PanelError, match=r"val_start \(25\)"):
         dataclasses.replace(panel, val_start=25, test_start=26)
     with pytest.raises(PanelError, match="split 'train' has no observed target after the 16 warm-up steps"):
         panel.split_masks(16)
+
+
+def test_ids_that_look_missing_or_numeric_survive_a_round_trip(panel, tmp_path):
+    ids = np.array(["NA", "null", "001", "1", "", "nan"] + [f"e{i}" for i in range(panel.n_entities - 6)])
+    named = dataclasses.replace(panel, entities=ids,
+                                stratifiers=panel.stratifiers.set_axis(pd.Index(ids, name="entity")))
+    named.save(tmp_path)
+    back = Panel.load(tmp_path)
+    assert back.entities.tolist() == ids.tolist() and back.stratifiers.index.tolist() == ids.tolist()
+
+
+def test_digest_follows_the_data_and_not_the_proxy_order(panel):
+    shuffled, _ = panel.with_shuffled_proxies(0, 1)
+    assert shuffled.digest() == panel.digest()
+    Y = panel.Y.copy()
+    Y[0, 0] += 1e-3
+    assert dataclasses.replace(panel, Y=Y).digest() != panel.digest()

@@ -1,13 +1,16 @@
 """Cleaning rules on small hand-made long frames, the proxy-shuffle control, and the real domains' entity counts."""
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
 
 from acgate import prep
 from acgate.config import ParamsError, load_params, params_from_dict
-from tests.conftest import ROOT
-from tests.test_sources import SHARED, needs_data
+from acgate.panel import PanelError, Standardiser
+
+ROOT = Path(__file__).resolve().parents[1]
 
 YEARS = list(range(2000, 2012))  # train 2000-2007, val 2008-2009, test 2010-2011
 
@@ -98,6 +101,25 @@ def test_bad_input_stops_early_with_file_column_and_entity():
         params_from_dict({"domain": "toy"}, "toy.yaml")
 
 
+@pytest.mark.parametrize("column, value", [("x", 1e30), ("y", np.inf), ("y", 1e300), ("p", -np.inf), ("s", -2e19)])
+def test_infinite_or_overflowing_values_stop_prep_with_entity_time_and_column(column, value):
+    f = frame()
+    f.loc[(f.entity == "e3") & (f.time == 2004), column] = value
+    with pytest.raises(prep.PrepError, match=rf"toy.csv: column '{column}' has the value .* for entity 'e3' at time "
+                                             r"2004: infinite, or beyond the range the models compute in"):
+        prep.prepare(f, params(), "toy.csv")
+
+
+def test_normalisers_are_fitted_in_float64_and_checked_finite():
+    values = np.array([[1.0, 2.0, 3e19], [4.0, 5.0, 6.0]], dtype=np.float32)[:, :, None]  # float32 squares overflow
+    with np.errstate(over="ignore"):
+        assert not np.isfinite(np.nanstd(values))
+    fitted = Standardiser.fit(values, (0, 1), ["x"], "feature")
+    assert np.isfinite(fitted.scale).all() and np.isfinite(fitted.transform(values)).all()
+    with pytest.raises(PanelError, match=r"feature 'gap': its training-window mean or sd is not finite"):
+        Standardiser.fit(np.full((2, 3, 1), np.nan), (0, 1), ["gap"], "feature")
+
+
 def test_min_entities_for_a_permutation_test():
     assert prep.min_entities(0.05) == 5  # 2/4! = 0.083, 2/5! = 0.017
     assert prep.min_entities(0.001) == 7
@@ -126,10 +148,8 @@ def test_shuffle_domains_extend_their_base():
     assert twin.model == base.model and twin.split == base.split and twin.data.proxies == base.data.proxies
 
 
-@needs_data
 @pytest.mark.parametrize("domain, kept", [("economics", 88), ("energy", 78)])
-def test_real_domains_keep_the_papers_entity_counts(domain, kept, monkeypatch):
-    monkeypatch.setenv("ACGATE_RAW_DIR", str(SHARED))
+def test_real_domains_keep_the_papers_entity_counts(domain, kept, raw_dir):
     p = load_params(ROOT / "params" / f"{domain}.yaml")
     long, source = prep.load_long(p, ROOT)
     out = prep.prepare(long, p, source)

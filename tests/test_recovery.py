@@ -2,6 +2,7 @@
 collapsed ablations cannot."""
 
 import dataclasses
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -10,7 +11,8 @@ from scipy import stats
 from acgate import train
 from acgate.config import load_params
 from acgate.dgp import simulate
-from tests.conftest import ROOT
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")

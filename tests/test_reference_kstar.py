@@ -8,6 +8,7 @@ gives GA-Net's smoke k* 1.2e-5 away), so elsewhere the test skips and says why."
 import dataclasses
 import json
 import math
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -17,7 +18,8 @@ from acgate.config import load_params
 from acgate.prep import panel_for_training
 from acgate.runs import machine
 from acgate.train import run_method
-from tests.conftest import ROOT
+
+ROOT = Path(__file__).resolve().parents[1]
 
 REFERENCE = json.loads((ROOT / "tests" / "data" / "reference_kstar.json").read_text())
 RECORDED = REFERENCE["recorded_on"]

@@ -1,4 +1,4 @@
-"""Readers on the real files in ../shared/data (skipped when absent) and the downloaders against a local HTTP
+"""Readers on the real files in $ACGATE_RAW_DIR (skipped without it) and the downloaders against a local HTTP
 server on 127.0.0.1."""
 
 import hashlib
@@ -7,41 +7,41 @@ import io
 import json
 import threading
 import zipfile
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from acgate import sources
-from tests.conftest import ROOT
 
-SHARED = ROOT.parent / "shared" / "data"
-needs_data = pytest.mark.skipif(not (SHARED / "pwt110.dta").is_file(),
-                                reason=f"real input files not found in {SHARED} (see ../shared/data/README.md)")
+ROOT = Path(__file__).resolve().parents[1]
 
 
-@needs_data
-def test_pwt_reader_and_economics_loader():
-    frame = sources.load_pwt(SHARED)
+def test_pwt_reader_and_economics_loader(raw_dir):
+    frame = sources.load_pwt(raw_dir)
     row = frame[(frame.entity == "AGO") & (frame.time == 1980)].iloc[0]
     assert row.ctfp == pytest.approx(0.470326393842697)  # the value the data README records
     assert {"capital_output", "gdp_growth", "capital_growth", "log_emp_hours", "hc"} <= set(frame.columns)
     usa = frame[frame.entity == "USA"].set_index("time")
-    raw = pd.read_stata(SHARED / "pwt110.dta").query("countrycode == 'USA'").set_index("year")
+    raw = pd.read_stata(raw_dir / "pwt110.dta").query("countrycode == 'USA'").set_index("year")
     assert usa.gdp_growth.loc[2000] == pytest.approx(np.log(raw.rgdpna.loc[2000] / raw.rgdpna.loc[1999]))
     assert usa.capital_output.loc[2000] == pytest.approx(raw.ck.loc[2000] / raw.rgdpna.loc[2000])
 
 
-@needs_data
-def test_energy_loader_joins_owid_and_wgi():
-    frame = sources.load_owid_wgi(SHARED)
+def test_energy_loader_joins_owid_and_wgi(raw_dir):
+    references = [raw_dir / "extra" / name for name in ("wgidataset_fullprecision.csv",
+                                                        "reference_energy_wgi_merged.csv")]
+    if not all(p.is_file() for p in references):
+        pytest.skip(f"reference files not found: {', '.join(map(str, references))}")
+    frame = sources.load_owid_wgi(raw_dir)
     assert frame.entity.str.fullmatch(r"[A-Z]{3}").all()  # OWID aggregates dropped
-    wgi = pd.read_csv(SHARED / "extra" / "wgidataset_fullprecision.csv")
+    wgi = pd.read_csv(references[0])
     ref = wgi.query("code == 'AFG' and year == 1996 and indicator == 'ge'").estimate.iloc[0]
     got = frame.query("entity == 'AFG' and time == 1996")["ge"].iloc[0]
     assert got == pytest.approx(ref)  # -2.175 in the 2024 release, per the data README
     assert frame.query("entity == 'AFG' and time == 1997")["ge"].isna().all()  # WGI were biennial before 2002
-    merged = pd.read_csv(SHARED / "extra" / "reference_energy_wgi_merged.csv")
+    merged = pd.read_csv(references[1])
     both = frame.merge(merged, left_on=["entity", "time"], right_on=["entity_code", "year"])
     both = both.dropna(subset=["renewables_share_energy_x", "renewables_share_energy_y"])
     assert len(both) > 2000
@@ -56,6 +56,33 @@ def test_missing_file_and_missing_column_are_named(tmp_path):
     with pytest.raises(sources.SourceError, match=r"owid-co2-data.csv: missing column\(s\) country, gdp, "
                                                   r"co2_per_unit_energy"):
         sources.read_owid_co2(tmp_path)
+
+
+# --- a user's CSV
+
+
+def test_entity_ids_are_read_exactly_as_written(tmp_path):
+    csv = tmp_path / "ids.csv"
+    csv.write_text("region,year,v\nNA,2000,1\nnull,2000,2\n000,2000,3\n001,2000,4\n1,2000,5\nNA,2001,NA\n")
+    frame = sources.load_csv(csv, "region", "year")
+    assert list(frame.entity) == ["NA", "null", "000", "001", "1", "NA"]
+    assert frame.v.isna().tolist() == [False] * 5 + [True]  # other columns keep the usual missing markers
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"", r"the file is empty; it needs a header row"),
+    (b"region,year,v\n", r"a header but no rows"),
+    ("region,year,v\nZ\xfcrich,2000,1\n".encode("latin-1"), r"not UTF-8 text .* save it as UTF-8"),
+    (b"region;year;v\nA;2000;1\n", r"one column 'region;year;v': the file seems separated by semicolons"),
+    (b"region,year,time,v\nA,2000,1,1\n", r"a column named 'time' besides the time column 'year'; rename it"),
+    (b"region,year,entity,v\nA,2000,x,1\n", r"a column named 'entity' besides the entity column 'region'"),
+    (b"region,year,v\n,2000,1\n", r"column 'region' is empty on line 2"),
+])
+def test_malformed_csv_names_the_file_and_the_fix(tmp_path, content, message):
+    csv = tmp_path / "mine.csv"
+    csv.write_bytes(content)
+    with pytest.raises(sources.SourceError, match=rf"mine.csv: {message}"):
+        sources.load_csv(csv, "region", "year")
 
 
 # --- downloads

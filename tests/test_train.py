@@ -1,5 +1,6 @@
 import dataclasses
 import json
+import os
 
 import numpy as np
 import pandas as pd
@@ -71,6 +72,36 @@ def test_run_method_writes_the_artifacts(smoke_params, panel, tmp_path):
     assert manifest["packages"]["torch"].startswith("2.")
     assert metrics["params_hash"] == smoke_params.digest()
     assert set(metrics) >= {"train", "val", "test", "lags", "l3", "best_epoch", "epochs_run", "seconds", "device"}
+
+
+def test_artifacts_get_ordinary_permissions(smoke_params, panel, tmp_path):
+    previous = os.umask(0o022)
+    try:
+        train.run_method(panel, smoke_params, "uniform_lag", 0, tmp_path, quiet)
+    finally:
+        os.umask(previous)
+    out = method_dir(tmp_path, smoke_params.domain, 0, "uniform_lag")
+    assert {oct(p.stat().st_mode & 0o777) for p in out.iterdir()} == {"0o644"}
+
+
+def test_a_finished_run_is_kept_only_for_the_same_params_and_panel(smoke_params, panel, tmp_path):
+    lines = []
+    train.run_method(panel, smoke_params, "uniform_lag", 0, tmp_path, quiet)
+    train.run_method(panel, smoke_params, "uniform_lag", 0, tmp_path, lines.append)
+    assert len(lines) == 1 and "kept" in lines[0]
+    Y = panel.Y.copy()
+    Y[0, -1] += 1.0  # the same params, other data
+    metrics = train.run_method(dataclasses.replace(panel, Y=Y), smoke_params, "uniform_lag", 0, tmp_path,
+                               lines.append)
+    assert not any("kept" in line for line in lines[1:])
+    assert metrics["panel_digest"] == dataclasses.replace(panel, Y=Y).digest() != panel.digest()
+
+
+def test_a_loss_that_is_not_finite_stops_training_with_a_message(smoke_params, panel):
+    exploding = dataclasses.replace(smoke_params, train=dataclasses.replace(smoke_params.train, lr=1e20))
+    with pytest.raises(train.TrainingError, match=r"\[acgate seed 0\] a loss is not finite at epoch \d+ .* lower "
+                                                  r"train.lr"):
+        train.fit(panel, exploding, "acgate", 0, quiet)
 
 
 def test_interrupted_run_leaves_nothing_that_counts_as_finished(smoke_params, panel, tmp_path, monkeypatch):

@@ -6,6 +6,7 @@ Negative controls carry no lag information, so neither the heterogeneity verdict
 
 import dataclasses
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -13,7 +14,8 @@ import pytest
 
 from acgate import audit, calibration, verdicts
 from acgate.config import load_params
-from tests.conftest import ROOT
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")

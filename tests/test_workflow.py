@@ -2,42 +2,53 @@
 (smoke profiles, 2 seeds, 2 domains) runs end to end through Papermill to the report and the HTML view, and a
 grid killed mid-run completes on the rerun with no stale or half-written artifact."""
 
+import json
 import os
 import re
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
-from tests.conftest import ROOT
-from tests.test_sources import SHARED
+from acgate.example import write_example
+
+ROOT = Path(__file__).resolve().parents[1]
 
 SMOKE = ["profiles={synthetic: params/smoke.yaml, data: params/smoke_panel.yaml}", "seeds=2",
          "calibration_replicates=1", "calibration_lag_free_replicates=2", "calibration_scenarios=[lag_free]"]
-REAL = (SHARED / "pwt110.dta").is_file()
+RAW = Path(os.environ.get("ACGATE_RAW_DIR", "/nonexistent"))  # real inputs only through ACGATE_RAW_DIR
+REAL = (RAW / "pwt110.dta").is_file()
 DOMAINS = ["synthetic_linear", "economics" if REAL else "synthetic_nonlinear"]
 
 
 def snakemake(workdir, *args, config=(), env=None, **kwargs):
     cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "workflow" / "Snakefile"), "--directory",
            str(workdir), "--cores", "2", *args, "--config", *config]
-    env = {**os.environ, "ACGATE_RAW_DIR": str(SHARED), **(env or {})}
+    env = {**os.environ, "ACGATE_RAW_DIR": str(RAW), **(env or {})}
     return subprocess.run(cmd, capture_output=True, text=True, env=env, **kwargs)
 
 
 def job_counts(output: str) -> dict[str, int]:
-    table = output[output.index("Job stats:"):]
-    return {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.MULTILINE) if m[1] != "total"}
+    """Jobs per rule of a dry run; the per-domain training rules (train_<domain>) are counted as 'train'."""
+    start = output.index("Job stats:")
+    table = output[start:output.index("total", start)]  # the first table (a run prints it again at the end)
+    counts: dict[str, int] = {}
+    for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.MULTILINE):
+        rule = "train" if m[1].startswith("train_") else m[1]
+        counts[rule] = counts.get(rule, 0) + int(m[2])
+    return counts
 
 
 def test_dry_run_lists_the_grid(tmp_path):
     done = snakemake(tmp_path, "-n", config=[*SMOKE, "domains=[synthetic_linear, synthetic_nonlinear, energy]"])
     assert done.returncode == 0, done.stderr[-3000:]
     expected = {"dgp": 4, "train": 6, "audit": 3, "report": 1, "calibrate": 1, "html": 1, "all": 1}
-    if not (SHARED / "owid-energy-data.csv").is_file():
+    if not (RAW / "owid-energy-data.csv").is_file():
         expected |= {"train": 4, "audit": 2}
     else:
         expected["prep"] = 1
@@ -67,7 +78,7 @@ def grid(tmp_path_factory):
     cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "workflow" / "Snakefile"), "--directory",
            str(workdir), "--cores", "2"]
     config = ["--config", *SMOKE, f"domains=[{', '.join(DOMAINS)}]"]
-    env = {**os.environ, "ACGATE_RAW_DIR": str(SHARED)}
+    env = {**os.environ, "ACGATE_RAW_DIR": str(RAW)}
     first = subprocess.Popen(cmd + config, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
                              start_new_session=True)
     seed_dir = workdir / "runs" / "synthetic_linear" / "seed00"
@@ -101,7 +112,8 @@ def test_the_rerun_completes_the_grid_with_no_stale_artifact(grid):
     # others are trained anew, and its executed notebook appears only after the kill
     killed = workdir / "runs" / "synthetic_linear" / "seed00"
     assert (killed / "03_train.ipynb").stat().st_mtime > killed_at
-    redone = [m.parent.name for m in killed.glob("*/metrics.json") if m.stat().st_mtime > killed_at]
+    # (manifest.json tells: Snakemake touches a kept run's metrics.json, an output of the job)
+    redone = [m.parent.name for m in killed.glob("*/manifest.json") if m.stat().st_mtime > killed_at]
     assert "acgate" not in redone and len(redone) == len(list(killed.glob("*/metrics.json"))) - 1
     leftovers = [p for p in workdir.rglob(".*") if p.is_file() and ".snakemake" not in p.parts
                  and p.name != ".workflow_started.json"]
@@ -139,3 +151,67 @@ def test_a_finished_grid_is_not_rerun_and_a_changed_params_file_is(grid, tmp_pat
     counts = job_counts(snakemake(workdir, "-n", config=config).stdout)
     assert counts["train"] == 2 * sum(d.startswith("synthetic") for d in DOMAINS) and counts["dgp"] == 2 * len(
         [d for d in DOMAINS if d.startswith("synthetic")])
+
+
+def test_a_deleted_finished_marker_retrains_that_run_only(grid):
+    workdir, _, _ = grid
+    config = [*SMOKE, f"domains=[{', '.join(DOMAINS)}]"]
+    seed_dir = workdir / "runs" / "synthetic_linear" / "seed01"
+    (seed_dir / "tft" / "metrics.json").unlink()
+    counts = job_counts(snakemake(workdir, "-n", config=config).stdout)
+    assert counts["train"] == 1 and counts["audit"] == 1 and "dgp" not in counts
+    before = {m.parent.name: m.stat().st_mtime for m in seed_dir.glob("*/manifest.json")}
+    done = snakemake(workdir, config=config)
+    assert done.returncode == 0, done.stderr[-3000:]
+    after = {m.parent.name: m.stat().st_mtime for m in seed_dir.glob("*/manifest.json")}
+    assert after.pop("tft") > before.pop("tft") and after == before  # tft retrained, the other methods kept
+    verdicts = json.loads((workdir / "runs" / "synthetic_linear" / "audit" / "verdicts.json").read_text())
+    assert verdicts["excluded_runs"] == []
+
+
+def test_bad_seeds_and_methods_stop_with_the_value_named(tmp_path):
+    for value, message in (("seeds=abc", "seeds = 'abc': must be a positive whole number"),
+                           ("seeds=-1", "seeds = -1: must be a positive whole number"),
+                           ("methods=[acgat]", "methods = ['acgat']: must be a list of method names from acgate"),
+                           ("methods=[grouped_ardl]", "domain 'synthetic_linear': method(s) grouped_ardl not in its "
+                                                      "params file")):
+        done = snakemake(tmp_path, "-n", config=[*SMOKE, "domains=[synthetic_linear]", value])
+        assert done.returncode != 0 and message in done.stdout + done.stderr, (value, done.stdout[-2000:])
+
+
+@pytest.fixture
+def own_panel(tmp_path):
+    """A folder whose path has a space, holding the example CSV and a params file for it (absolute csv_file)."""
+    folder = tmp_path / "my project"
+    csv = write_example(folder / "panel.csv")
+    spec = yaml.safe_load((ROOT / "params" / "example_panel.yaml").read_text())
+    spec["data"]["csv_file"] = str(csv)
+    (folder / "own.yaml").write_text(yaml.safe_dump(spec))
+    config = [*SMOKE, "domains=[example_panel]", f"params={{example_panel: '{folder / 'own.yaml'}'}}"]
+    return folder, csv, config
+
+
+def test_a_replaced_input_reruns_its_preparation_even_when_older(own_panel):
+    folder, csv, config = own_panel
+    target = "data/processed/example_panel/01_data_prep.ipynb"
+    done = snakemake(folder, target, config=config)
+    assert done.returncode == 0, done.stderr[-3000:]  # paths with a space work
+    assert "Nothing to be done" in snakemake(folder, "-n", target, config=config).stdout
+    stamp = csv.stat().st_mtime
+    frame = pd.read_csv(csv)
+    frame.loc[0, "driver"] += 1.0
+    frame.to_csv(csv, index=False)
+    os.utime(csv, (stamp - 3600, stamp - 3600))  # older than the panel made from it, but different
+    assert job_counts(snakemake(folder, "-n", target, config=config).stdout) == {"prep": 1}
+
+
+def test_a_failed_notebook_prints_its_error_in_the_terminal(own_panel):
+    folder, _, config = own_panel
+    spec = yaml.safe_load((folder / "own.yaml").read_text())
+    spec["data"]["first_time"], spec["split"] = 1990, {"val_start": 2017, "test_start": 2021}
+    (folder / "own.yaml").write_text(yaml.safe_dump(spec))
+    done = snakemake(folder, "data/processed/example_panel/01_data_prep.ipynb", config=config)
+    assert done.returncode != 0
+    assert re.search(r"01_data_prep.py failed: PrepError: .*first_time..last_time = 1990..2024 is outside the data's "
+                     r"time range 2000..2024", done.stderr), done.stderr[-3000:]
+    assert "log: " in done.stderr and "01_data_prep.log" in done.stderr

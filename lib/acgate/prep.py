@@ -31,7 +31,7 @@ from acgate.runs import atomic_write, write_json
 
 SUMMARIES = ("mean", "trend", "first", "last")
 KIND_NAMES = {"proxies": "proxy", "static": "static feature", "stratifiers": "stratifier", "truth": "true lag"}
-FLOAT32_MAX = float(np.finfo(np.float32).max)  # panels are stored and trained in float32
+LARGEST = float(np.sqrt(np.finfo(np.float32).max))  # panels are trained in float32: a value's square must fit
 PROXY_SHUFFLE_SALT = 7_919  # seeds the proxy-shuffle domains' permutation together with the run seed
 
 
@@ -89,12 +89,13 @@ def _check_long(frame: pd.DataFrame, columns: list[str], source: str) -> pd.Data
             row = frame[bad].iloc[0]
             raise PrepError(f"{source}: column '{column}' has a non-numeric value {row[column]!r} for entity "
                             f"'{row.entity}' at time {row.time}")
-        huge = ~np.isfinite(numeric.fillna(0)) | (numeric.abs() > FLOAT32_MAX)
+        huge = ~np.isfinite(numeric.fillna(0)) | (numeric.abs() > LARGEST)
         if huge.any():
             row = frame[huge].iloc[0]
             raise PrepError(f"{source}: column '{column}' has the value {row[column]!r} for entity '{row.entity}' at "
                             f"time {row.time}: infinite, or beyond the range the models compute in (|x| <= "
-                            f"{FLOAT32_MAX:.3g}); correct it, or leave the cell empty to mark it missing")
+                            f"{LARGEST:.3g}, so that its square fits in float32); correct or rescale it, or leave the "
+                            "cell empty to mark it missing")
         frame[column] = numeric.astype(float)
     return frame
 
