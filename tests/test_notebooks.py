@@ -57,7 +57,9 @@ def suite_audit(suite_runs, workspace):
 
 def nbval(notebook, workspace):
     env = {**os.environ, "ACGATE_ROOT": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval-lax",
+    # a notebook's cells run in order: no reordering plugin (pytest-randomly) in this inner run
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
+                           "--nbval-lax",
                            str(notebook)], cwd=workspace, env=env, capture_output=True, text=True)
 
 

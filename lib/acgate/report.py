@@ -52,21 +52,24 @@ def of_kind(results: dict[str, audit_lib.AuditResult], kind: str) -> list[str]:
 # --- reading the runs and audits
 
 
+def metrics_row(metrics_file: Path) -> dict:
+    """One run's metrics.json flattened to the columns the tables summarise."""
+    m = json.loads(Path(metrics_file).read_text())
+    row = {"test_mse": m["test"]["mse"], "test_r2_by_time": m["test"]["r2_by_time"],
+           "test_r2_pooled": m["test"]["r2_pooled"], "kstar_sd": m["lags"]["kstar_sd"],
+           "omega_entropy": m["lags"]["omega_entropy"], "gate_sensitivity": m["lags"]["gate_sensitivity"],
+           "kstar_kind": m["lags"]["kstar_kind"], "epochs_run": m["epochs_run"], "seconds": m["seconds"]}
+    for truth, l3 in m.get("l3", {}).items():
+        row[f"mae_{truth}"], row[f"spearman_{truth}"] = l3["mae"], l3["spearman"]
+    return row
+
+
 def collect(runs_root: Path, result: audit_lib.AuditResult) -> pd.DataFrame:
     """One row per (seed, method) run that the audit ``result`` took (current and complete): the flattened
     metrics.json."""
-    rows = []
-    for seed, method in result.l1[["seed", "method"]].itertuples(index=False):
-        m = json.loads((method_dir(runs_root, result.domain, seed, method) / "metrics.json").read_text())
-        row = {"domain": result.domain, "seed": seed, "method": method,
-               "test_mse": m["test"]["mse"], "test_r2_by_time": m["test"]["r2_by_time"],
-               "test_r2_pooled": m["test"]["r2_pooled"], "kstar_sd": m["lags"]["kstar_sd"],
-               "omega_entropy": m["lags"]["omega_entropy"], "gate_sensitivity": m["lags"]["gate_sensitivity"],
-               "kstar_kind": m["lags"]["kstar_kind"], "epochs_run": m["epochs_run"], "seconds": m["seconds"]}
-        for truth, l3 in m.get("l3", {}).items():
-            row[f"mae_{truth}"], row[f"spearman_{truth}"] = l3["mae"], l3["spearman"]
-        rows.append(row)
-    return pd.DataFrame(rows)
+    return pd.DataFrame([{"domain": result.domain, "seed": seed, "method": method,
+                          **metrics_row(method_dir(runs_root, result.domain, seed, method) / "metrics.json")}
+                         for seed, method in result.l1[["seed", "method"]].itertuples(index=False)])
 
 
 def audits(runs_root: Path, domains: list[str]) -> dict[str, audit_lib.AuditResult]:
