@@ -5,6 +5,7 @@ grid killed mid-run completes on the rerun with no stale or half-written artifac
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from acgate.config import load_params
 from acgate.example import write_example
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -215,3 +217,20 @@ def test_a_failed_notebook_prints_its_error_in_the_terminal(own_panel):
     assert re.search(r"01_data_prep.py failed: PrepError: .*first_time..last_time = 1990..2024 is outside the data's "
                      r"time range 2000..2024", done.stderr), done.stderr[-3000:]
     assert "log: " in done.stderr and "01_data_prep.log" in done.stderr
+
+
+def test_a_run_made_stale_by_a_params_change_is_retrained_before_it_is_audited(grid, tmp_path):
+    workdir = tmp_path / "grid"
+    shutil.copytree(grid[0], workdir, symlinks=True)  # a copy: the shared grid stays as the other tests expect
+    overlay = tmp_path / "smoke_changed.yaml"
+    overlay.write_text((ROOT / "params" / "smoke.yaml").read_text().replace("max_epochs: 15", "max_epochs: 14"))
+    config = [f"profiles={{synthetic: {overlay}, data: params/smoke_panel.yaml}}", *SMOKE[1:],
+              "domains=[synthetic_linear]"]
+    done = snakemake(workdir, config=config)
+    assert done.returncode == 0, done.stderr[-3000:]
+    digest = load_params(ROOT / "params" / "synthetic_linear.yaml", overlay).digest()
+    audit_dir = workdir / "runs" / "synthetic_linear" / "audit"
+    runs = list((workdir / "runs" / "synthetic_linear").glob("seed*/*/metrics.json"))
+    assert len(runs) == 2 * 8 and all(json.loads(m.read_text())["params_hash"] == digest for m in runs)
+    assert json.loads((audit_dir / "verdicts.json").read_text())["excluded_runs"] == []
+    assert (audit_dir / "04_audit.ipynb").stat().st_mtime > max(m.stat().st_mtime for m in runs)

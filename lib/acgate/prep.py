@@ -92,10 +92,10 @@ def _check_long(frame: pd.DataFrame, columns: list[str], source: str) -> pd.Data
         huge = ~np.isfinite(numeric.fillna(0)) | (numeric.abs() > LARGEST)
         if huge.any():
             row = frame[huge].iloc[0]
-            raise PrepError(f"{source}: column '{column}' has the value {row[column]!r} for entity '{row.entity}' at "
-                            f"time {row.time}: infinite, or beyond the range the models compute in (|x| <= "
-                            f"{LARGEST:.3g}, so that its square fits in float32); correct or rescale it, or leave the "
-                            "cell empty to mark it missing")
+            raise PrepError(f"{source}: column '{column}' has the value {numeric[huge].iloc[0]:g} for entity "
+                            f"'{row.entity}' at time {row.time}: infinite, or beyond the range the models compute "
+                            f"in (|x| <= {LARGEST:.3g}, so that its square fits in float32); correct or rescale it, "
+                            "or leave the cell empty to mark it missing")
         frame[column] = numeric.astype(float)
     return frame
 

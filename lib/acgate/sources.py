@@ -180,7 +180,7 @@ def load_csv(path: Path, entity_column: str, time_column: str) -> pd.DataFrame:
     except pd.errors.EmptyDataError:
         raise SourceError(f"{path}: the file is empty; it needs a header row and one row per entity and time") from None
     except UnicodeDecodeError as err:
-        raise SourceError(f"{path}: not UTF-8 text (byte {err.start}: {err.reason}); save it as UTF-8 (a "
+        raise SourceError(f"{path}: not UTF-8 text ({err.reason}); save it as UTF-8 (a "
                           "spreadsheet's 'CSV UTF-8'), e.g. iconv -f latin1 -t utf-8") from None
     if frame.shape[1] == 1 and entity_column not in frame.columns:
         separator = next((name for sep, name in ((";", "semicolons"), ("\t", "tabs"), ("|", "bars"))
