@@ -30,11 +30,10 @@
 #   entity with kept/dropped and the reason) and `manifest.json` (parameters, input files with sha256, git SHA).
 
 # %% tags=["parameters"]
-domain = "economics"  # economics, energy, their _proxy_shuffle twins, or your own params/<domain>.yaml
-params_file = ""  # params file; empty means params/<domain>.yaml
-profile_file = ""  # optional overlay profile
-data_dir = "data"  # the processed panel goes to <data_dir>/processed/<domain>/
-
+domain: str = "economics"  # economics, energy, their _proxy_shuffle twins, or your own params/<domain>.yaml
+params_file: str = ""  # params file; empty means params/<domain>.yaml
+profile_file: str = ""  # optional overlay profile
+data_dir: str = "data"  # the processed panel goes to <data_dir>/processed/<domain>/
 # %%
 import matplotlib.pyplot as plt
 import numpy as np

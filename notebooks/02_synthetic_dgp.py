@@ -23,12 +23,11 @@
 #   and `dgp_settings.json`; `03_train` reads the panel from there.
 
 # %% tags=["parameters"]
-domain = "synthetic_linear"  # synthetic_linear or synthetic_nonlinear: reads params/<domain>.yaml
-seed = 0  # seed of the numpy generator that draws the panel
-params_file = ""  # params file; empty means params/<domain>.yaml
-profile_file = ""  # optional overlay profile, e.g. params/smoke.yaml for a tiny fast run
-data_dir = "data"  # processed panels go to <data_dir>/processed/
-
+domain: str = "synthetic_linear"  # synthetic_linear or synthetic_nonlinear: reads params/<domain>.yaml
+seed: int = 0  # seed of the numpy generator that draws the panel
+params_file: str = ""  # params file; empty means params/<domain>.yaml
+profile_file: str = ""  # optional overlay profile, e.g. params/smoke.yaml for a tiny fast run
+data_dir: str = "data"  # processed panels go to <data_dir>/processed/
 # %%
 import matplotlib.pyplot as plt
 import numpy as np

@@ -26,15 +26,14 @@
 #   `history.csv`, `model.pt` and `manifest.json` (parameters, seed, git SHA, package versions, device).
 
 # %% tags=["parameters"]
-domain = "synthetic_linear"  # reads params/<domain>.yaml
-seed = 0  # training and data seed
-params_file = ""  # params file; empty means params/<domain>.yaml
-profile_file = ""  # optional overlay profile, e.g. params/smoke.yaml for a tiny fast run
-methods = []  # methods to train; empty means the params file's list
-runs_dir = "runs"  # artifacts go to <runs_dir>/<domain>/seed<NN>/<method>/
-data_dir = "data"  # panels are read from <data_dir>/processed/
-retrain = False  # true: retrain a method even when its finished run has the same parameters (params hash)
-
+domain: str = "synthetic_linear"  # reads params/<domain>.yaml
+seed: int = 0  # training and data seed
+params_file: str = ""  # params file; empty means params/<domain>.yaml
+profile_file: str = ""  # optional overlay profile, e.g. params/smoke.yaml for a tiny fast run
+methods: list = []  # methods to train; empty means the params file's list
+runs_dir: str = "runs"  # artifacts go to <runs_dir>/<domain>/seed<NN>/<method>/
+data_dir: str = "data"  # panels are read from <data_dir>/processed/
+retrain: bool = False  # true: retrain a method even when its finished run has the same parameters (params hash)
 # %%
 import matplotlib.pyplot as plt
 import numpy as np

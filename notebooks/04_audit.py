@@ -33,14 +33,13 @@
 #   README).
 
 # %% tags=["parameters"]
-domain = "synthetic_linear"  # reads params/<domain>.yaml (its audit section) and runs/<domain>/
-params_file = ""  # params file; empty means params/<domain>.yaml
-profile_file = ""  # optional overlay profile, e.g. params/smoke.yaml
-runs_dir = "runs"  # runs are read from <runs_dir>/<domain>/, the audit is written to <runs_dir>/<domain>/audit/
-data_dir = "data"  # panels are read from <data_dir>/processed/<domain>/
-seeds = 0  # audit seeds 0..seeds-1; 0 means the params file's n_seeds
-methods = []  # methods to audit; empty means the params file's list
-
+domain: str = "synthetic_linear"  # reads params/<domain>.yaml (its audit section) and runs/<domain>/
+params_file: str = ""  # params file; empty means params/<domain>.yaml
+profile_file: str = ""  # optional overlay profile, e.g. params/smoke.yaml
+runs_dir: str = "runs"  # runs are read from <runs_dir>/<domain>/, the audit is written to <runs_dir>/<domain>/audit/
+data_dir: str = "data"  # panels are read from <data_dir>/processed/<domain>/
+seeds: int = 0  # audit seeds 0..seeds-1; 0 means the params file's n_seeds
+methods: list = []  # methods to audit; empty means the params file's list
 # %%
 import matplotlib.pyplot as plt
 import pandas as pd

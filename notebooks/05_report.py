@@ -25,12 +25,11 @@
 #   timing of the runs behind them.
 
 # %% tags=["parameters"]
-domains = ["synthetic_linear", "synthetic_nonlinear"]  # the domains to report (each needs its 04_audit)
-runs_dir = "runs"  # runs and audits are read from <runs_dir>/<domain>/
-data_dir = "data"  # stratifiers are read from <data_dir>/processed/<domain>/
-tables_dir = "tables"  # tables are written here
-figures_dir = "figures"  # figures are written here
-
+domains: list = ["synthetic_linear", "synthetic_nonlinear"]  # the domains to report (each needs its 04_audit)
+runs_dir: str = "runs"  # runs and audits are read from <runs_dir>/<domain>/
+data_dir: str = "data"  # stratifiers are read from <data_dir>/processed/<domain>/
+tables_dir: str = "tables"  # tables are written here
+figures_dir: str = "figures"  # figures are written here
 # %%
 import json
 

@@ -44,7 +44,6 @@ jobs: int = 0  # replicates run at once, each in its own single-thread process; 
 runs_dir: str = "runs"  # replicates go to <runs_dir>/audit_calibration/
 tables_dir: str = "tables"  # audit_calibration.{csv,md,tex} go here
 figures_dir: str = "figures"  # audit_calibration.{png,pdf} go here
-
 # %%
 import os
 import time
