@@ -183,3 +183,13 @@ def test_a_failing_notebook_leaves_its_partial_copy_and_log_and_no_output(tmp_pa
     log = output.with_suffix(".log").read_text()
     assert "before, threads 1" in log and "ValueError: broken 7" in log  # the kernel ran on one thread
     assert "OMP_NUM_THREADS" not in os.environ  # and this process's environment is as it was
+
+
+def test_progress_lines_reach_the_terminal_and_the_rest_stays_in_the_log(tmp_path, capfd):
+    header = (ROOT / "notebooks" / "03_train.py").read_text().split("# %% [markdown]")[0]
+    source = tmp_path / "talks.py"
+    source.write_text(header + '# %%\nprint("  [acgate seed 4] epoch  25/200  train 0.1")\nprint("a table row")\n')
+    execute_notebook(source, tmp_path / "toy" / "seed04" / "talks.ipynb", {})
+    terminal = capfd.readouterr().err
+    assert "toy/seed04: [acgate seed 4] epoch  25/200  train 0.1" in terminal and "a table row" not in terminal
+    assert "a table row" in (tmp_path / "toy" / "seed04" / "talks.log").read_text()

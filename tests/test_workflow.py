@@ -140,6 +140,7 @@ def test_the_grid_ends_in_the_report_and_the_html_view(grid):
     assert (figures / "audit_calibration.png").is_file()
     assert (workdir / "runs" / "html" / "runs" / "synthetic_linear" / "seed01" / "03_train.html").is_file()
     assert "workflow finished in" in log
+    assert re.search(r"synthetic_linear/seed01: \[tft seed 1\] done in [\d.]+ s", log)  # progress in the terminal
 
 
 def test_a_finished_grid_is_not_rerun_and_a_changed_params_file_is(grid, tmp_path):

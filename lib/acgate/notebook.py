@@ -7,8 +7,9 @@
 ``run`` turns the percent-format notebook into an ``.ipynb`` with Jupytext and executes it with Papermill, one
 ``key=value`` per notebook parameter (values are parsed as YAML). This is what every rule of the workflow
 (``workflow/Snakefile``) runs. The executed copy appears at the output path only when every cell ran; the
-notebook's output streams into ``<output>.log`` while it runs (``tail -f`` it to follow a long step), and a
-failed run leaves its partly executed copy beside it as ``.<name>.partial.ipynb`` for inspection.
+notebook's output streams into ``<output>.log`` while it runs (``tail -f`` it to follow a long step), its progress
+lines (``[<method> seed <n>] ...``: a method's start, every ``train.log_every`` epochs, its end) also to the
+terminal, and a failed run leaves its partly executed copy beside it as ``.<name>.partial.ipynb`` for inspection.
 
 ``html`` converts executed notebooks to HTML (nbconvert) beside an index page that lists them by domain and
 seed with their run time, so a reader can browse what ran without starting Jupyter. A page newer than its
@@ -21,6 +22,7 @@ import argparse
 import html
 import logging
 import os
+import re
 import sys
 import time
 from contextlib import contextmanager
@@ -59,11 +61,31 @@ def resolve(domain: str, params_file: str = "", profile_file: str = "") -> tuple
     return params, root
 
 
+PROGRESS = re.compile(r"^\s*\[\w+ seed \d+\]")  # training's progress lines: "[acgate seed 3] epoch 25/200 ..."
+
+
+class _Progress(logging.Handler):
+    """Echoes the progress lines of a notebook's output to the terminal, prefixed with where the notebook runs."""
+
+    def __init__(self, terminal: int, where: str):
+        super().__init__()
+        self.stream, self.where = os.fdopen(os.dup(terminal), "w", buffering=1), where
+
+    def emit(self, record: logging.LogRecord) -> None:
+        for line in record.getMessage().splitlines():
+            if PROGRESS.match(line):
+                self.stream.write(f"{self.where}: {line.strip()}\n")
+
+    def close(self) -> None:
+        self.stream.close()
+        super().close()
+
+
 @contextmanager
 def _kernel_process(log: Path):
     """While the block runs, a kernel started from this process inherits ``SINGLE_THREAD`` in its environment and
     writes its own standard output and error (start-up messages, anything below Python) into ``log``; both are
-    restored afterwards."""
+    restored afterwards. Yields the terminal's standard error (a duplicate descriptor, valid inside the block)."""
     saved_env = {key: os.environ.get(key) for key in SINGLE_THREAD}
     os.environ.update(SINGLE_THREAD)
     sys.stdout.flush()
@@ -73,7 +95,7 @@ def _kernel_process(log: Path):
         os.dup2(sink.fileno(), 1)
         os.dup2(sink.fileno(), 2)
     try:
-        yield
+        yield saved_fds[1]
     finally:
         for fd, saved in zip((1, 2), saved_fds, strict=True):
             os.dup2(saved, fd)
@@ -110,8 +132,11 @@ def execute_notebook(notebook: Path, output: Path, parameters: dict, cwd: Path |
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
     start = time.perf_counter()
+    progress = None
     try:
-        with _kernel_process(log):
+        with _kernel_process(log) as terminal:
+            progress = _Progress(terminal, "/".join(output.resolve().parts[-3:-1]))
+            logger.addHandler(progress)
             papermill.execute_notebook(source, partial, parameters=parameters, cwd=str(cwd or notebook.parent),
                                        log_output=True, progress_bar=False, shutdown_kernel="immediate")
     except Exception as err:
@@ -121,9 +146,11 @@ def execute_notebook(notebook: Path, output: Path, parameters: dict, cwd: Path |
         raise RuntimeError(f"{notebook.name} failed: {cause}\n  parameters: {parameters}\n  log: {log}\n"
                            f"  partly executed notebook: {partial}") from err
     finally:
-        logger.removeHandler(handler)
+        for attached in (handler, progress):
+            if attached is not None:
+                logger.removeHandler(attached)
+                attached.close()
         logger.setLevel(level)
-        handler.close()
         source.unlink(missing_ok=True)
     os.replace(partial, output)
     return time.perf_counter() - start

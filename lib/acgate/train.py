@@ -256,6 +256,7 @@ def run_method(panel: Panel, params: Params, method: str, seed: int, runs_root: 
         log(f"  [{method} seed {seed}] kept: finished run with the same parameters in {out} (retrain redoes it)")
         return kept
     (out / "metrics.json").unlink(missing_ok=True)
+    log(f"  [{method} seed {seed}] training on {panel.n_entities} entities")
     if method == "shuffled_proxies":
         panel, permutation = panel.with_shuffled_proxies(seed, SHUFFLED_PROXIES_SALT)
         panel.meta["shuffled_proxies_permutation"] = [str(e) for e in panel.entities[permutation]]
@@ -285,4 +286,5 @@ def run_method(panel: Panel, params: Params, method: str, seed: int, runs_root: 
     write_json(out / "manifest.json", manifest(params.to_dict(), seed, device, method=method,
                                                wall_seconds=round(seconds, 3), panel=panel.meta))
     write_json(out / "metrics.json", metrics)
+    log(f"  [{method} seed {seed}] done in {seconds:.1f} s: test MSE {metrics['test']['mse']:.4g}")
     return metrics
