@@ -36,8 +36,8 @@ def test_bench_runs_end_to_end_under_the_smoke_profile(tmp_path):
     run = record["runs"][0]
     assert run["method"] == "acgate" and run["epochs_run"] == 15 and run["wall_seconds"]["median"] > 0
     assert 0 < record["acgate_efficiency"]["share_of_peak"] < 1
-    (batch,) = record["at_once"]
-    assert batch["processes"] == 2 and batch["seeds"] == [0, 1] and batch["device"] == "cpu"
+    (batch,) = [b for b in record["at_once"] if b["device"] == "cpu"]  # with CUDA present there is a second record
+    assert batch["processes"] == 2 and batch["seeds"] == [0, 1]
     assert batch["runs_per_minute_at_once"] == pytest.approx(120 / batch["at_once_seconds"])
     overhead = record["papermill"]
     assert overhead["notebook_fixed_seconds"] > overhead["papermill_and_kernel_seconds"] > 0

@@ -67,7 +67,8 @@ def test_run_method_writes_the_artifacts(smoke_params, panel, tmp_path):
     test = preds[preds.split == "test"]
     assert metrics["test"]["mse"] == pytest.approx(((test.y - test.y_hat) ** 2).mean(), rel=1e-5)
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["seed"] == 0 and manifest["device"] == "cpu" and manifest["params"]["model"]["max_lag"] == K
+    assert manifest["seed"] == 0 and manifest["params"]["model"]["max_lag"] == K
+    assert manifest["device"] == metrics["device"] == str(train.choose_device(smoke_params.train.device))
     assert {"git_sha", "packages", "python", "platform"} <= manifest.keys()
     assert manifest["packages"]["torch"].startswith("2.")
     assert metrics["params_hash"] == smoke_params.digest()
@@ -132,6 +133,15 @@ def test_no_recon_reg_differs_from_the_full_model_only_when_not_detached(smoke_p
     assert not np.allclose(kstar(smoke_params, "acgate"), kstar(smoke_params, "no_recon_reg"))
     detached = dataclasses.replace(smoke_params, model=dataclasses.replace(smoke_params.model, recon_detach=True))
     np.testing.assert_array_equal(kstar(detached, "acgate"), kstar(detached, "no_recon_reg"))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_cuda_smoke_run(smoke_params, panel, tmp_path):
+    on_gpu = dataclasses.replace(smoke_params, train=dataclasses.replace(smoke_params.train, device="cuda"))
+    metrics = train.run_method(panel, on_gpu, "acgate", 0, tmp_path, quiet)
+    assert metrics["device"].startswith("cuda") and np.isfinite(metrics["test"]["mse"])
+    lags = pd.read_csv(method_dir(tmp_path, on_gpu.domain, 0, "acgate") / "lags.csv")
+    assert len(lags) == panel.n_entities and lags.kstar.between(1, on_gpu.model.max_lag).all()
 
 
 def test_cuda_request_without_a_gpu_is_a_clear_error():
