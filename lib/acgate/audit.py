@@ -154,8 +154,8 @@ def read_run(directory: Path, seed: int, method: str, params_hash: str, panel: P
                           + (f" (lacks {len(absent)}, e.g. '{absent[0]}')" if absent else ""))
     predictions = _read_csv(directory / "predictions.csv", ["entity", "time", "split", "y", "y_hat"])
     counts = predictions.split.value_counts()
-    short = [f"{split} {counts.get(split, 0)} of {metrics[split]['n']}" for split in SPLITS
-             if counts.get(split, 0) != metrics.get(split, {}).get("n")]
+    expected = {split: metrics.get(split, {}).get("n") for split in SPLITS}
+    short = [f"{split} {counts.get(split, 0)} of {n}" for split, n in expected.items() if counts.get(split, 0) != n]
     if short:
         raise RunRejected(f"predictions.csv rows differ from metrics.json's counts ({'; '.join(short)})")
     unknown = sorted(set(predictions.entity) - set(panel.entities))
