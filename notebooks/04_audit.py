@@ -23,14 +23,14 @@
 #
 # It then runs the paired Wilcoxon tests against AC-GATE and gives the verdict for each layer twice, with the rule
 # behind it: under the paper's rules, and under the calibrated rules whose error rates on negative and positive
-# controls are measured by `06_audit_calibration` (the README's "The audit" says how they differ). Runs that are
+# controls are measured by `06_audit_calibration` (docs/audit.md says how they differ). Runs that are
 # stale or incomplete are named and left out, and the audit of what is current and complete still runs.
 #
 # - **Inputs**: `runs/<domain>/seed<NN>/<method>/` (from `03_train`); stratifiers and proxies from the panels
 #   in `data/processed/<domain>/`.
 # - **Outputs**: `runs/<domain>/audit/`: `l0.csv`, `l1.csv`, `l2.csv`, `l2_summary.csv`, `l3.csv`,
-#   `wilcoxon.csv`, `heldout.csv`, `seed_agreement.csv`, `kstar_by_entity.csv`, `verdicts.json` (columns in the
-#   README).
+#   `wilcoxon.csv`, `heldout.csv`, `seed_agreement.csv`, `kstar_by_entity.csv`, `verdicts.json` (columns in
+#   docs/audit.md).
 
 # %% tags=["parameters"]
 domain: str = "synthetic_linear"  # reads params/<domain>.yaml (its audit section) and runs/<domain>/

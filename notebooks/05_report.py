@@ -88,7 +88,7 @@ for name, fig in figures.items():
 # %% [markdown]
 # ## Our numbers next to the paper's
 # One row per number the paper reports. `difference` is ours minus the paper's; verdicts compare as text.
-# The README ("Reproduction") explains where and why they differ.
+# docs/results.md ("Reproduction") explains where and why they differ.
 
 # %%
 reproduction = tables.get("reproduction", pd.DataFrame())

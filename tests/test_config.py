@@ -122,6 +122,6 @@ def test_reference_documents_every_key():
     assert "`n_seeds`" in text and "a number > 0" in text
 
 
-def test_readme_parameter_reference_is_current():
-    readme = (ROOT / "README.md").read_text()
-    assert reference_markdown() in readme, "regenerate it with: python -m acgate.config README.md"
+def test_parameter_reference_is_current():
+    reference = (ROOT / "docs" / "parameters.md").read_text()
+    assert reference_markdown() in reference, "regenerate it with: python -m acgate.config docs/parameters.md"

@@ -1,7 +1,7 @@
 """Typed, validated run parameters loaded from ``params/*.yaml``.
 
 Every key is a dataclass field whose metadata carries its meaning (``help``) and its allowed
-range (``check``); validation and the parameter reference in the README are both generated
+range (``check``); validation and the parameter reference in docs/parameters.md are both generated
 from that metadata, so the documentation cannot drift from the code.
 
 Usage::
@@ -446,8 +446,8 @@ def reference_markdown() -> str:
     return "\n".join(rows)
 
 
-def update_readme(path: str | Path) -> None:
-    """Rewrite the parameter reference between the README's marker comments."""
+def update_reference(path: str | Path) -> None:
+    """Rewrite the parameter reference between the marker comments of ``path`` (docs/parameters.md)."""
     path = Path(path)
     text = path.read_text()
     start, end = "<!-- parameter-reference:start -->", "<!-- parameter-reference:end -->"
@@ -459,4 +459,4 @@ def update_readme(path: str | Path) -> None:
 if __name__ == "__main__":
     import sys
 
-    update_readme(sys.argv[1] if len(sys.argv) > 1 else "README.md")
+    update_reference(sys.argv[1] if len(sys.argv) > 1 else "docs/parameters.md")

@@ -1,6 +1,6 @@
 """Data preparation: a long frame (entity, time, columns) -> a cleaned ``Panel`` and a report of what was kept.
 
-Rules (README, "Real panels"), all driven by the params' ``data`` section:
+Rules (docs/data.md), all driven by the params' ``data`` section:
 
 1. the long frame must hold every named column, numeric, with one row per (entity, time);
 2. the panel spans ``first_time..last_time``; an entity is dropped when the share of years where the target or a

@@ -1,6 +1,6 @@
 """Run-artifact layout, atomic writes and provenance manifests.
 
-Layout (README, "Run artifacts")::
+Layout (docs/audit.md, "Run artifacts")::
 
     runs/<domain>/seed<NN>/<method>/
         lags.csv  predictions.csv  history.csv  model.pt  manifest.json  metrics.json

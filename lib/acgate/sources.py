@@ -24,7 +24,7 @@ import pandas as pd
 
 from acgate.runs import atomic_write, write_json
 
-# Official sources (README, "Real panels"): PWT 11.0 as the zip of its DataverseNL dataset (DOI 10.34894/FABVLR,
+# Official sources (docs/data.md): PWT 11.0 as the zip of its DataverseNL dataset (DOI 10.34894/FABVLR,
 # Dataverse access API), from which pwt110.dta is extracted; the WGI workbook of the World Bank; OWID's files from
 # its public GitHub repositories. These addresses could not be checked from the machines this was built on (no
 # internet); `python -m acgate.sources download NAME --url URL` fetches from another address.
