@@ -55,9 +55,11 @@ def compare(old: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
     table = stats[0].join(stats[1], suffixes=("_old", "_new"), how="inner").reset_index()
     table["se"] = table.std_old / np.sqrt(table.size_old)
     table["move"] = table.mean_new - table.mean_old
-    table["move_in_se"] = np.where(table.se > 0, table.move.abs() / table.se.where(table.se > 0),
-                                   np.where(table.move.abs() < 1e-12, 0.0, np.inf))
-    table["agrees"] = (table.move_in_se <= 2) | (table.mean_old.isna() & table.mean_new.isna())
+    undefined = table.mean_old.isna() & table.mean_new.isna()  # e.g. Spearman of a constant k*, in both grids
+    spread = table.se.where(table.se > 0)
+    still = np.where(table.move.abs() < 1e-12, 0.0, np.inf)  # no spread over seeds: it must not move at all
+    table["move_in_se"] = np.where(undefined, 0.0, np.where(spread.notna(), table.move.abs() / spread, still))
+    table["agrees"] = table.move_in_se <= 2
     return table
 
 
