@@ -24,6 +24,7 @@ def test_a_cell_agrees_within_two_standard_errors_of_the_old_seeds():
     assert far.move_in_se == pytest.approx(2.5 / row.se) and not far.agrees  # 3.9 SE
     moved = equivalence.compare(long([5.0] * 3), long([5.0, 5.0, 5.3])).iloc[0]
     assert moved.move_in_se == np.inf and not moved.agrees  # no spread, but it moved
+    assert equivalence.compare(long([5.0] * 3), long([5.00001] * 3)).iloc[0].agrees  # 2e-6: rounding
     undefined = equivalence.compare(long([np.nan] * 3), long([np.nan] * 3)).iloc[0]
     assert undefined.agrees and undefined.move_in_se == 0  # undefined in both grids
     appears = equivalence.compare(long([np.nan] * 3), long([0.5, 0.6, 0.7])).iloc[0]

@@ -5,8 +5,9 @@ tables, old grid against new, per domain and method (and stratifier), with the v
     python -m acgate.equivalence OLD_RUNS NEW_RUNS OLD_TABLES NEW_TABLES [--out comparison.csv]
 
 A cell agrees when its mean moved by at most two standard errors of the old grid's seeds (2 sd / sqrt(seeds)); a
-cell with no spread over seeds (sd 0) must not move at all. Old runs are read as they are (every finished run
-found), since an old grid's runs were all current when its tables were made.
+cell with no spread over seeds (sd 0: a deterministic method) may move only at rounding level (relative 1e-5). Old
+runs are read as they are (every finished run found), since an old grid's runs were all current when its tables
+were made.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import pandas as pd
 
 from acgate.report import metrics_row
 
+ROUNDING = 1e-5  # relative change allowed where the seeds do not spread
 SUMMARY_METRICS = ("test_mse", "test_r2_by_time", "test_r2_pooled", "kstar_sd", "omega_entropy",
                    "gate_sensitivity", "mae_lag_centre", "spearman_lag_centre", "mae_dgp_mean_lag",
                    "spearman_dgp_mean_lag")
@@ -57,7 +59,8 @@ def compare(old: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
     table["move"] = table.mean_new - table.mean_old
     undefined = table.mean_old.isna() & table.mean_new.isna()  # e.g. Spearman of a constant k*, in both grids
     spread = table.se.where(table.se > 0)
-    still = np.where(table.move.abs() < 1e-12, 0.0, np.inf)  # no spread over seeds: it must not move at all
+    # no spread over seeds (a deterministic method such as Grouped ARDL): it may move only at rounding level
+    still = np.where(np.isclose(table.mean_new, table.mean_old, rtol=ROUNDING, atol=0), 0.0, np.inf)
     table["move_in_se"] = np.where(undefined, 0.0, np.where(spread.notna(), table.move.abs() / spread, still))
     table["agrees"] = table.move_in_se <= 2
     return table
