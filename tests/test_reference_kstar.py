@@ -19,7 +19,7 @@ import torch
 
 from acgate.config import load_params
 from acgate.prep import panel_for_training
-from acgate.runs import machine
+from acgate.runs import git_sha, machine
 from acgate.train import run_method
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -58,7 +58,8 @@ if __name__ == "__main__":
     import tempfile
 
     with tempfile.TemporaryDirectory() as folder:
-        runs = [{**ref, "kstar": kstar_of(ref, Path(folder))} for ref in REFERENCE["runs"]]
+        runs = [{**ref, "git_sha": git_sha(), "kstar": [round(k, 8) for k in kstar_of(ref, Path(folder))]}
+                for ref in REFERENCE["runs"]]
     recorded = {"cpu": HERE["cpu"], "torch": HERE["torch"], "device": "cpu"}
     (ROOT / "tests" / "data" / "reference_kstar.json").write_text(
         json.dumps({"note": sys.argv[1], "recorded_on": recorded, "runs": runs}, indent=1) + "\n")
