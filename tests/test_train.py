@@ -119,6 +119,14 @@ def test_interrupted_run_leaves_nothing_that_counts_as_finished(smoke_params, pa
     assert not list(out.glob("*.tmp"))
 
 
+def test_a_retrained_run_removes_the_temporary_file_of_a_killed_write(smoke_params, panel, tmp_path):
+    out = method_dir(tmp_path, smoke_params.domain, 0, "uniform_lag")
+    out.mkdir(parents=True)
+    (out / ".predictions.csv.x1y2z3.tmp").write_text("y,y_hat\n1.0,")  # SIGKILL between write and rename
+    train.run_method(panel, smoke_params, "uniform_lag", 0, tmp_path, quiet)
+    assert is_finished(out) and not list(out.glob(".*.tmp"))
+
+
 @pytest.mark.parametrize("method", ["no_ac_encoder", "uniform_lag"])
 def test_collapsed_ablations_have_exactly_zero_spread(smoke_params, panel, method):
     table = train.lag_table(train.fit(panel, smoke_params, method, 0, quiet), panel)

@@ -42,6 +42,13 @@ def atomic_write(path: Path, write: Callable[[IO], Any], binary: bool = False) -
         raise
 
 
+def remove_interrupted_writes(directory: Path) -> None:
+    """Delete the temporary files that :func:`atomic_write` leaves in ``directory`` when the process is killed
+    (SIGKILL, power loss) between creating and renaming one."""
+    for tmp in Path(directory).glob(".*.tmp"):
+        tmp.unlink(missing_ok=True)
+
+
 def _umask() -> int:
     mask = os.umask(0)  # reading the umask means setting it: put it straight back
     os.umask(mask)

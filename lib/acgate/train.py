@@ -27,7 +27,7 @@ from acgate.audit import TRUTHS, forecast_metrics, l3_recovery
 from acgate.config import GATE_METHODS, Params
 from acgate.models import ACGate, build, lag_windows
 from acgate.panel import SPLITS, Normalisers, Panel
-from acgate.runs import atomic_write, current_metrics, manifest, method_dir, write_json
+from acgate.runs import atomic_write, current_metrics, manifest, method_dir, remove_interrupted_writes, write_json
 
 
 def choose_device(setting: str) -> torch.device:
@@ -256,6 +256,7 @@ def run_method(panel: Panel, params: Params, method: str, seed: int, runs_root: 
         log(f"  [{method} seed {seed}] kept: finished run with the same parameters in {out} (retrain redoes it)")
         return kept
     (out / "metrics.json").unlink(missing_ok=True)
+    remove_interrupted_writes(out)  # of an earlier run of this method that was killed mid-write
     log(f"  [{method} seed {seed}] training on {panel.n_entities} entities")
     if method == "shuffled_proxies":
         panel, permutation = panel.with_shuffled_proxies(seed, SHUFFLED_PROXIES_SALT)
