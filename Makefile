@@ -14,9 +14,14 @@
 #   make data             download the official input files into data/raw (or $ACGATE_RAW_DIR)
 #   make example          generate the example panel data/raw/example_panel.csv (params/example_panel.yaml)
 #   make test             ruff + pytest (unit, notebook, nbval and workflow tests; about 3 minutes on 2 cores)
-#   make notebooks        pair notebooks/*.py with .ipynb files for JupyterLab (the .py files stay the source)
+#   make lab              JupyterLab on the repository; notebooks/*.py open as notebooks (Jupytext), and saving one
+#                         writes a paired .ipynb beside it (git-ignored; the .py file stays the source). LAB="--port
+#                         8890 --no-browser" passes options to `jupyter lab`
+#   make notebooks        pair notebooks/*.py with .ipynb files for other editors (the .py files stay unchanged)
 # Variables: JOBS (parallel jobs, default: number of cores; each job uses one thread), CONFIG (workflow config
-# overrides, e.g. CONFIG="seeds=5 'domains=[synthetic_linear]'"), SNAKEMAKE_PROFILE (e.g. workflow/profiles/slurm).
+# overrides, e.g. CONFIG="seeds=5 'domains=[synthetic_linear]'"), SNAKEMAKE_PROFILE (e.g. workflow/profiles/slurm),
+# TORCH_INDEX (where setup takes PyTorch 2.13.0 from; default: pip's index, which on Linux gives the CUDA build of
+# several GB; TORCH_INDEX=https://download.pytorch.org/whl/cpu gives the CPU build of about 200 MB).
 
 PYTHON ?= python3
 VENV := .venv
@@ -24,17 +29,21 @@ PY := $(VENV)/bin/python
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CONFIG ?=
 SNAKEMAKE_PROFILE ?=
+TORCH_INDEX ?=
+LAB ?=
+# JupyterLab settings of this environment only: a double click opens a .py notebook as a notebook
+LAB_OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.d/acgate.json
 SNAKEMAKE = $(VENV)/bin/snakemake --snakefile workflow/Snakefile --cores $(JOBS) --rerun-incomplete --keep-going \
 	$(if $(SNAKEMAKE_PROFILE),--profile $(SNAKEMAKE_PROFILE))
 QUICK := seeds=3 runs_dir=runs/quick tables_dir=runs/quick/tables figures_dir=runs/quick/figures \
 	calibration_replicates=2 calibration_lag_free_replicates=5
 
-.PHONY: setup paper quick calibrate dry-run unlock bench data example test lint notebooks clean-runs
+.PHONY: setup paper quick calibrate dry-run unlock bench data example test lint lab notebooks clean-runs
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $@
 
@@ -70,8 +79,14 @@ lint: setup
 test: lint
 	$(PY) -m pytest
 
+lab: setup
+	mkdir -p $(dir $(LAB_OVERRIDES))
+	echo '{"@jupyterlab/docmanager-extension:plugin": {"defaultViewers": {"python": "Jupytext Notebook"}}}' \
+		> $(LAB_OVERRIDES)
+	$(VENV)/bin/jupyter lab $(LAB)
+
 notebooks: setup
-	$(VENV)/bin/jupytext --set-formats ipynb,py:percent notebooks/*.py
+	$(VENV)/bin/jupytext --sync notebooks/*.py
 
 clean-runs:
 	rm -rf runs/

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jupytext
 import nbformat
 import numpy as np
 import pandas as pd
@@ -193,3 +194,33 @@ def test_progress_lines_reach_the_terminal_and_the_rest_stays_in_the_log(tmp_pat
     terminal = capfd.readouterr().err
     assert "toy/seed04: [acgate seed 4] epoch  25/200  train 0.1" in terminal and "a table row" not in terminal
     assert "a table row" in (tmp_path / "toy" / "seed04" / "talks.log").read_text()
+
+
+@pytest.fixture
+def notebook_copy(tmp_path):
+    """The notebooks and the Jupytext configuration, copied as a user's checkout has them."""
+    (tmp_path / "notebooks").mkdir()
+    for source in (ROOT / "notebooks").glob("*.py"):
+        (tmp_path / "notebooks" / source.name).write_bytes(source.read_bytes())
+    (tmp_path / "jupytext.toml").write_bytes((ROOT / "jupytext.toml").read_bytes())
+    return tmp_path
+
+
+def test_pairing_the_notebooks_leaves_their_py_files_unchanged(notebook_copy):
+    sources = {p.name: p.read_bytes() for p in (notebook_copy / "notebooks").glob("*.py")}
+    subprocess.run([sys.executable, "-m", "jupytext", "--sync", *sorted((notebook_copy / "notebooks").glob("*.py"))],
+                   check=True, capture_output=True)
+    for name, text in sources.items():
+        assert (notebook_copy / "notebooks" / name).read_bytes() == text, f"jupytext --sync rewrote {name}"
+        assert (notebook_copy / "notebooks" / name).with_suffix(".ipynb").is_file()  # paired as jupytext.toml says
+
+
+def test_saving_a_notebook_as_jupyterlab_does_leaves_its_py_file_unchanged(notebook_copy):
+    manager = jupytext.TextFileContentsManager(root_dir=str(notebook_copy))  # what JupyterLab's server saves with
+    for source in sorted((notebook_copy / "notebooks").glob("*.py")):
+        text, path = source.read_bytes(), f"notebooks/{source.name}"
+        model = manager.get(path, type="notebook", content=True)
+        assert any("parameters" in cell.metadata.get("tags", []) for cell in model["content"].cells)
+        manager.save(model, path)
+        assert source.read_bytes() == text, f"saving {source.name} in JupyterLab would rewrite it"
+        assert nbformat.read(source.with_suffix(".ipynb"), as_version=4).cells == model["content"].cells
