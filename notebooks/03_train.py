@@ -50,11 +50,12 @@ print(f"{params.domain} seed {seed}: {panel.n_entities} entities, K = {params.mo
 
 # %% [markdown]
 # ## Training
-# One progress line every `train.log_every` epochs and at the stop. A method whose finished run was trained under
-# the same parameters is kept (set `retrain = True` to redo it, e.g. after changing code under `lib/`).
+# A progress bar per method (epoch, training and validation loss, best epoch so far) and a line when it stops. A
+# method whose finished run was trained under the same parameters is kept (set `retrain = True` to redo it, e.g.
+# after changing code under `lib/`).
 
 # %%
-metrics = {m: run_method(panel, params, m, seed, root / runs_dir, retrain=retrain) for m in to_train}
+metrics = {m: run_method(panel, params, m, seed, root / runs_dir, retrain=retrain, bar=True) for m in to_train}
 out_dirs = {m: method_dir(root / runs_dir, params.domain, seed, m) for m in to_train}
 
 # %% [markdown]

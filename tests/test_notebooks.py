@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from acgate import audit, report
+from acgate import audit, notebook, report
 from acgate.example import write_example
 from acgate.notebook import execute_notebook
 
@@ -194,6 +194,18 @@ def test_progress_lines_reach_the_terminal_and_the_rest_stays_in_the_log(tmp_pat
     terminal = capfd.readouterr().err
     assert "toy/seed04: [acgate seed 4] epoch  25/200  train 0.1" in terminal and "a table row" not in terminal
     assert "a table row" in (tmp_path / "toy" / "seed04" / "talks.log").read_text()
+
+
+def test_a_progress_bar_reaches_the_terminal_every_few_seconds(tmp_path, capfd, monkeypatch):
+    monkeypatch.setattr(notebook, "BAR_EVERY", 0.5)
+    header = (ROOT / "notebooks" / "03_train.py").read_text().split("# %% [markdown]")[0]
+    source = tmp_path / "bar.py"
+    source.write_text(header + "# %%\nimport sys, time\nfrom tqdm import tqdm\n"
+                      "for _ in tqdm(range(30), desc='acgate seed 4', file=sys.stdout, mininterval=0):\n"
+                      "    time.sleep(0.1)\n")
+    execute_notebook(source, tmp_path / "toy" / "seed04" / "bar.ipynb", {})
+    echoed = [line for line in capfd.readouterr().err.splitlines() if line.startswith("toy/seed04: acgate seed 4:")]
+    assert 1 <= len(echoed) <= 10  # 3 s of a bar redrawn 30 times: a line every 0.5 s or so, not every redraw
 
 
 @pytest.fixture

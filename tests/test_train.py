@@ -98,6 +98,19 @@ def test_a_finished_run_is_kept_only_for_the_same_params_and_panel(smoke_params,
     assert metrics["panel_digest"] == dataclasses.replace(panel, Y=Y).digest() != panel.digest()
 
 
+def test_a_progress_bar_replaces_the_periodic_lines_and_changes_nothing_else(smoke_params, panel, capsys):
+    lines, barred = [], []
+    plain = train.fit(panel, smoke_params, "acgate", 0, lines.append)
+    logged = {e for e in range(1, plain.epochs_run + 1) if e % smoke_params.train.log_every == 0} | {plain.epochs_run}
+    assert capsys.readouterr().out == "" and len(lines) == len(logged)
+    with_bar = train.fit(panel, smoke_params, "acgate", 0, barred.append, bar=True)
+    shown = capsys.readouterr().out
+    assert f"acgate seed 0: {100 * with_bar.epochs_run // smoke_params.train.max_epochs:3d}%|" in shown
+    assert f"{with_bar.epochs_run}/{smoke_params.train.max_epochs}" in shown and "val " in shown
+    assert barred == lines[-1:]  # the line at the stop only
+    pd.testing.assert_frame_equal(plain.history, with_bar.history)
+
+
 def test_a_loss_that_is_not_finite_stops_training_with_a_message(smoke_params, panel):
     exploding = dataclasses.replace(smoke_params, train=dataclasses.replace(smoke_params.train, lr=1e20))
     with pytest.raises(train.TrainingError, match=r"\[acgate seed 0\] a loss is not finite at epoch \d+ .* lower "

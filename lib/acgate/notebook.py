@@ -62,18 +62,25 @@ def resolve(domain: str, params_file: str = "", profile_file: str = "") -> tuple
 
 
 PROGRESS = re.compile(r"^\s*\[\w+ seed \d+\]")  # training's progress lines: "[acgate seed 3] epoch 25/200 ..."
+BAR = re.compile(r"^\s*\w+ seed \d+:\s+\d+%\|")  # its progress bar: "acgate seed 3:  45%|####5  | 90/200 [...]"
+BAR_EVERY = 5.0  # seconds between two echoes of a progress bar
 
 
 class _Progress(logging.Handler):
-    """Echoes the progress lines of a notebook's output to the terminal, prefixed with where the notebook runs."""
+    """Echoes the progress lines of a notebook's output to the terminal, prefixed with where the notebook runs, and
+    the state of its progress bar every :data:`BAR_EVERY` seconds."""
 
     def __init__(self, terminal: int, where: str):
         super().__init__()
         self.stream, self.where = os.fdopen(os.dup(terminal), "w", buffering=1), where
+        self.last_bar = time.monotonic()
 
     def emit(self, record: logging.LogRecord) -> None:
-        for line in record.getMessage().splitlines():
-            if PROGRESS.match(line):
+        for line in re.split(r"[\r\n]", record.getMessage()):
+            bar_due = BAR.match(line) and time.monotonic() - self.last_bar >= BAR_EVERY
+            if bar_due:
+                self.last_bar = time.monotonic()
+            if PROGRESS.match(line) or bar_due:
                 self.stream.write(f"{self.where}: {line.strip()}\n")
 
     def close(self) -> None:

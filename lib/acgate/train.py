@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import random
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
+from tqdm import tqdm
 
 from acgate import baselines, lags
 from acgate.audit import TRUTHS, forecast_metrics, l3_recovery
@@ -108,8 +110,13 @@ class FitResult:
     norm: Normalisers
 
 
-def fit(panel: Panel, params: Params, method: str, seed: int, log: Callable[[str], None] = print) -> FitResult:
-    """Train one neural method on one panel; returns the model restored to its best-validation epoch."""
+def fit(panel: Panel, params: Params, method: str, seed: int, log: Callable[[str], None] = print,
+        bar: bool = False) -> FitResult:
+    """Train one neural method on one panel; returns the model restored to its best-validation epoch.
+
+    Progress: a line every ``train.log_every`` epochs and one at the stop, through ``log``; with ``bar``, a progress
+    bar on standard output instead (epoch, training and validation loss, best epoch; redrawn at most once a second)
+    and only the line at the stop."""
     cfg, tcfg = params.model, params.train
     device = choose_device(tcfg.device)
     seed_everything(seed, tcfg.threads)
@@ -121,41 +128,57 @@ def fit(panel: Panel, params: Params, method: str, seed: int, log: Callable[[str
     val_batch = batch.through("val")
     rows, best_val, best_epoch, best_state, stale = [], float("inf"), 0, None, 0
     start = time.perf_counter()
-    for epoch in range(1, tcfg.max_epochs + 1):
-        model.train()
-        optimiser.zero_grad()
-        out = model(*batch.inputs())
-        task = masked_mse(out.y_hat, batch.y, batch.masks["train"])
-        recon = (recon_loss(out.p_hat, batch.proxies, cfg.recon_anchor_weight) if out.p_hat is not None
-                 else torch.zeros((), device=device))
-        (task + model.recon_weight * recon).backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), tcfg.grad_clip)
-        optimiser.step()
-
-        model.eval()
-        with torch.no_grad():
-            val = masked_mse(model(*val_batch.inputs()).y_hat, val_batch.y, val_batch.masks["val"]).item()
-        if not (np.isfinite(val) and np.isfinite(task.item())):
-            raise TrainingError(f"[{method} seed {seed}] a loss is not finite at epoch {epoch} (training "
-                                f"{task.item()}, validation {val}): training diverged or the panel holds values too "
-                                "large for float32; check the panel's values (01_data_prep), or lower train.lr")
-        rows.append((epoch, task.item(), recon.item(), val))
-        if val < best_val:
-            best_val, best_epoch, stale = val, epoch, 0
-            best_state = copy.deepcopy(model.state_dict())
-        else:
-            stale += 1
-        if epoch % tcfg.log_every == 0 or stale >= tcfg.patience or epoch == tcfg.max_epochs:
-            log(f"  [{method} seed {seed}] epoch {epoch:3d}/{tcfg.max_epochs}  train {task.item():.4f}  "
-                f"val {val:.4f}  best {best_val:.4f} @ {best_epoch}")
-        if stale >= tcfg.patience:
-            break
+    with tqdm(total=tcfg.max_epochs, desc=f"{method} seed {seed}", unit="epoch", file=sys.stdout, mininterval=1.0,
+              disable=not bar) as progress:
+        for epoch in range(1, tcfg.max_epochs + 1):
+            task, recon = _train_step(model, optimiser, batch, params)
+            val = _validation_loss(model, val_batch)
+            if not (np.isfinite(val) and np.isfinite(task)):
+                raise TrainingError(f"[{method} seed {seed}] a loss is not finite at epoch {epoch} (training {task}, "
+                                    f"validation {val}): training diverged or the panel holds values too large for "
+                                    "float32; check the panel's values (01_data_prep), or lower train.lr")
+            rows.append((epoch, task, recon, val))
+            if val < best_val:
+                best_val, best_epoch, best_state, stale = val, epoch, copy.deepcopy(model.state_dict()), 0
+            else:
+                stale += 1
+            progress.set_postfix_str(f"train {task:.4f}, val {val:.4f}, best @ {best_epoch}", refresh=False)
+            progress.update()
+            stop = stale >= tcfg.patience or epoch == tcfg.max_epochs
+            if stop:
+                progress.close()  # the bar's last state stands above the closing line
+            if stop or (not bar and epoch % tcfg.log_every == 0):
+                log(f"  [{method} seed {seed}] epoch {epoch:3d}/{tcfg.max_epochs}  train {task:.4f}  "
+                    f"val {val:.4f}  best {best_val:.4f} @ {best_epoch}")
+            if stop:
+                break
     seconds = time.perf_counter() - start
     model.load_state_dict(best_state)
     model.eval()
     history = pd.DataFrame(rows, columns=["epoch", "train_loss", "recon_loss", "val_loss"])
     return FitResult(model=model, history=history, best_epoch=best_epoch, epochs_run=len(rows),
                      seconds=seconds, device=str(device), batch=batch, norm=norm)
+
+
+def _train_step(model: torch.nn.Module, optimiser: torch.optim.Optimizer, batch: Batch, params: Params
+                ) -> tuple[float, float]:
+    """One full-batch optimiser step on the training targets; returns the task and reconstruction losses."""
+    model.train()
+    optimiser.zero_grad()
+    out = model(*batch.inputs())
+    task = masked_mse(out.y_hat, batch.y, batch.masks["train"])
+    recon = (recon_loss(out.p_hat, batch.proxies, params.model.recon_anchor_weight) if out.p_hat is not None
+             else torch.zeros((), device=task.device))
+    (task + model.recon_weight * recon).backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), params.train.grad_clip)
+    optimiser.step()
+    return task.item(), recon.item()
+
+
+def _validation_loss(model: torch.nn.Module, val_batch: Batch) -> float:
+    model.eval()
+    with torch.no_grad():
+        return masked_mse(model(*val_batch.inputs()).y_hat, val_batch.y, val_batch.masks["val"]).item()
 
 
 def predictions(result: FitResult, panel: Panel) -> pd.DataFrame:
@@ -241,11 +264,12 @@ SHUFFLED_PROXIES_SALT = 104_729  # the shuffled_proxies method's permutation dif
 
 
 def run_method(panel: Panel, params: Params, method: str, seed: int, runs_root: Path,
-               log: Callable[[str], None] = print, retrain: bool = False) -> dict:
+               log: Callable[[str], None] = print, retrain: bool = False, bar: bool = False) -> dict:
     """Train ``method`` and write its artifacts to runs/<domain>/seed<NN>/<method>/; returns metrics.json.
 
     A finished run trained under the same parameters (params hash) on the same panel (panel digest) is kept, unless
-    ``retrain``. ``metrics.json`` is written last, so an interrupted run leaves nothing that counts as finished.
+    ``retrain``. Progress goes to ``log``, and with ``bar`` to a progress bar (see :func:`fit`). ``metrics.json`` is
+    written last, so an interrupted run leaves nothing that counts as finished.
     ``shuffled_proxies`` is AC-GATE trained on the proxies permuted across entities (one non-identity permutation per
     seed, recorded in the manifest): the comparator that tells a proxy-conditioned gate from a gate that merely has
     more inputs.
@@ -269,7 +293,7 @@ def run_method(panel: Panel, params: Params, method: str, seed: int, runs_root: 
         atomic_write(out / "coefficients.csv", lambda f: ardl.coefficients.to_csv(f, index=False))
         gate = None
     else:
-        result = fit(panel, params, method, seed, log)
+        result = fit(panel, params, method, seed, log, bar)
         preds, table, history = predictions(result, panel), lag_table(result, panel), result.history
         seconds, device = result.seconds, result.device
         facts = {"best_epoch": result.best_epoch, "epochs_run": result.epochs_run,
