@@ -4,7 +4,7 @@
 #                         present, the 20-seed grid of every available domain (02_synthetic_dgp, 03_train), the
 #                         audits (04_audit), the report (05_report: tables/, figures/) and the HTML view of every
 #                         executed notebook (runs/html/index.html); it names the domains it skipped and why
-#   make quick            the same grid with 3 seeds into runs/quick/ (tables and figures there too), and a small
+#   make quick            the same grid with 3 seeds into runs/quick/ (its panels, tables and figures too), and a small
 #                         audit calibration (2 replicates a scenario)
 #   make calibrate        only the audit calibration (06_audit_calibration: tables/audit_calibration.*, its figure)
 #   make dry-run          list the jobs `make paper` would run, and why, without running them
@@ -35,8 +35,7 @@ LAB ?=
 LAB_OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.d/acgate.json
 SNAKEMAKE = $(VENV)/bin/snakemake --snakefile workflow/Snakefile --cores $(JOBS) --rerun-incomplete --keep-going \
 	$(if $(SNAKEMAKE_PROFILE),--profile $(SNAKEMAKE_PROFILE))
-QUICK := seeds=3 runs_dir=runs/quick tables_dir=runs/quick/tables figures_dir=runs/quick/figures \
-	calibration_replicates=2 calibration_lag_free_replicates=5
+QUICK := seeds=3 runs_dir=runs/quick calibration_replicates=2 calibration_lag_free_replicates=5
 
 .PHONY: setup paper quick calibrate dry-run unlock bench data example test lint lab notebooks clean-runs
 

@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 SMOKE = ["profiles={synthetic: params/smoke.yaml, data: params/smoke_panel.yaml}", "seeds=2",
          "calibration_replicates=1", "calibration_lag_free_replicates=2", "calibration_scenarios=[lag_free]"]
+GRID = Path("runs/smoke+smoke_panel")  # the smoke profiles' grid folder: runs, panels, tables and figures
 RAW = Path(os.environ.get("ACGATE_RAW_DIR", "/nonexistent"))  # real inputs only through ACGATE_RAW_DIR
 REAL = (RAW / "pwt110.dta").is_file()
 DOMAINS = ["synthetic_linear", "economics" if REAL else "synthetic_nonlinear"]
@@ -83,7 +84,7 @@ def grid(tmp_path_factory):
     env = {**os.environ, "ACGATE_RAW_DIR": str(RAW)}
     first = subprocess.Popen(cmd + config, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
                              start_new_session=True)
-    seed_dir = workdir / "runs" / "synthetic_linear" / "seed00"
+    seed_dir = workdir / GRID / "synthetic_linear" / "seed00"
     deadline = time.time() + 300
     while not (seed_dir / "acgate" / "metrics.json").is_file():  # mid-run: one method done, the others not
         assert first.poll() is None and time.time() < deadline, "the grid ended before it could be killed"
@@ -103,16 +104,16 @@ def test_the_rerun_completes_the_grid_with_no_stale_artifact(grid):
     workdir, killed_at, _ = grid
     for domain in DOMAINS:
         for seed in ("00", "01"):
-            seed_dir = workdir / "runs" / domain / f"seed{seed}"
+            seed_dir = workdir / GRID / domain / f"seed{seed}"
             assert (seed_dir / "03_train.ipynb").is_file()
             for metrics in seed_dir.glob("*/metrics.json"):  # every method's files are from one finished run
                 method = metrics.parent
                 for name in ("manifest.json", "lags.csv", "predictions.csv", "history.csv"):
                     assert (method / name).stat().st_mtime <= metrics.stat().st_mtime
-        assert (workdir / "runs" / domain / "audit" / "04_audit.ipynb").is_file()
+        assert (workdir / GRID / domain / "audit" / "04_audit.ipynb").is_file()
     # the killed seed is completed: a method that had finished before the kill is kept (its run is current), the
     # others are trained anew, and its executed notebook appears only after the kill
-    killed = workdir / "runs" / "synthetic_linear" / "seed00"
+    killed = workdir / GRID / "synthetic_linear" / "seed00"
     assert (killed / "03_train.ipynb").stat().st_mtime > killed_at
     # (manifest.json tells: Snakemake touches a kept run's metrics.json, an output of the job)
     redone = [m.parent.name for m in killed.glob("*/manifest.json") if m.stat().st_mtime > killed_at]
@@ -124,7 +125,7 @@ def test_the_rerun_completes_the_grid_with_no_stale_artifact(grid):
 
 def test_the_grid_ends_in_the_report_and_the_html_view(grid):
     workdir, _, log = grid
-    tables, figures = workdir / "tables", workdir / "figures"
+    tables, figures = workdir / GRID / "tables", workdir / GRID / "figures"
     for name in ("synthetic_summary", "verdict_matrix", "wilcoxon_synthetic_kstar", "controlled_comparison",
                  "reproduction"):
         for ext in ("csv", "tex", "md"):
@@ -133,14 +134,14 @@ def test_the_grid_ends_in_the_report_and_the_html_view(grid):
         assert (figures / f"{name}.png").stat().st_size > 10_000 and (figures / f"{name}.pdf").is_file()
     summary = pd.read_csv(tables / "synthetic_summary.csv")
     assert (summary[summary.domain == "synthetic_linear"].seeds == 2).all()
-    index = (workdir / "runs" / "html" / "index.html").read_text()
+    index = (workdir / GRID / "html" / "index.html").read_text()
     assert index.count("03_train</a>") == 4 and "05_report</a>" in index
     calibration = pd.read_csv(tables / "audit_calibration.csv")
     assert set(calibration.scenario) == {"lag_free"} and (calibration.replicates == 2).all()
     assert (figures / "audit_calibration.png").is_file()
-    assert (workdir / "runs" / "html" / "runs" / "synthetic_linear" / "seed01" / "03_train.html").is_file()
+    assert (workdir / GRID / "html" / GRID / "synthetic_linear" / "seed01" / "03_train.html").is_file()
     assert "workflow finished in" in log
-    assert re.search(r"synthetic_linear/seed01: \[tft seed 1\] done in [\d.]+ s", log)  # progress in the terminal
+    assert re.search(r"synthetic_linear/seed00: \[tft seed 0\] done in [\d.]+ s", log)  # the killed seed, rerun
 
 
 def test_a_finished_grid_is_not_rerun_and_a_changed_params_file_is(grid, tmp_path):
@@ -151,15 +152,29 @@ def test_a_finished_grid_is_not_rerun_and_a_changed_params_file_is(grid, tmp_pat
     overlay = tmp_path / "smoke_changed.yaml"  # a newer copy of the overlay: everything of its kind is stale
     overlay.write_text((ROOT / "params" / "smoke.yaml").read_text().replace("max_epochs: 15", "max_epochs: 14"))
     config[0] = f"profiles={{synthetic: {overlay}, data: params/smoke_panel.yaml}}"
+    config.append(f"runs_dir={GRID}")  # the changed params in the same grid folder
     counts = job_counts(snakemake(workdir, "-n", config=config).stdout)
     assert counts["train"] == 2 * sum(d.startswith("synthetic") for d in DOMAINS) and counts["dgp"] == 2 * len(
         [d for d in DOMAINS if d.startswith("synthetic")])
 
 
+def test_grids_with_different_profiles_keep_their_panels_and_runs_apart(grid, tmp_path):
+    workdir = grid[0]  # (not a copy: the notebooks' paths are absolute, so a moved grid would rerun)
+    overlay = tmp_path / "tiny.yaml"  # another profile: fewer entities, so another panel
+    overlay.write_text((ROOT / "params" / "smoke.yaml").read_text().replace("n_entities: 40", "n_entities: 30"))
+    other = [f"profiles={{synthetic: {overlay}}}", "seeds=1", "domains=[synthetic_linear]", "methods=[acgate]",
+             *SMOKE[2:]]
+    done = snakemake(workdir, "runs/tiny/synthetic_linear/audit/04_audit.ipynb", config=other)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (workdir / "runs" / "tiny" / "data" / "processed" / "synthetic_linear" / "seed00" / "panel.npz").is_file()
+    again = snakemake(workdir, "-n", config=[*SMOKE, f"domains=[{', '.join(DOMAINS)}]"])
+    assert "Nothing to be done" in again.stdout + again.stderr  # the first grid is untouched
+
+
 def test_a_deleted_finished_marker_retrains_that_run_only(grid):
     workdir, _, _ = grid
     config = [*SMOKE, f"domains=[{', '.join(DOMAINS)}]"]
-    seed_dir = workdir / "runs" / "synthetic_linear" / "seed01"
+    seed_dir = workdir / GRID / "synthetic_linear" / "seed01"
     (seed_dir / "tft" / "metrics.json").unlink()
     counts = job_counts(snakemake(workdir, "-n", config=config).stdout)
     assert counts["train"] == 1 and counts["audit"] == 1 and "dgp" not in counts
@@ -168,7 +183,7 @@ def test_a_deleted_finished_marker_retrains_that_run_only(grid):
     assert done.returncode == 0, done.stderr[-3000:]
     after = {m.parent.name: m.stat().st_mtime for m in seed_dir.glob("*/manifest.json")}
     assert after.pop("tft") > before.pop("tft") and after == before  # tft retrained, the other methods kept
-    verdicts = json.loads((workdir / "runs" / "synthetic_linear" / "audit" / "verdicts.json").read_text())
+    verdicts = json.loads((workdir / GRID / "synthetic_linear" / "audit" / "verdicts.json").read_text())
     assert verdicts["excluded_runs"] == []
 
 
@@ -196,7 +211,7 @@ def own_panel(tmp_path):
 
 def test_a_replaced_input_reruns_its_preparation_even_when_older(own_panel):
     folder, csv, config = own_panel
-    target = "data/processed/example_panel/01_data_prep.ipynb"
+    target = str(GRID / "data" / "processed" / "example_panel" / "01_data_prep.ipynb")
     done = snakemake(folder, target, config=config)
     assert done.returncode == 0, done.stderr[-3000:]  # paths with a space work
     assert "Nothing to be done" in snakemake(folder, "-n", target, config=config).stdout
@@ -213,7 +228,7 @@ def test_a_failed_notebook_prints_its_error_in_the_terminal(own_panel):
     spec = yaml.safe_load((folder / "own.yaml").read_text())
     spec["data"]["first_time"], spec["split"] = 1990, {"val_start": 2017, "test_start": 2021}
     (folder / "own.yaml").write_text(yaml.safe_dump(spec))
-    done = snakemake(folder, "data/processed/example_panel/01_data_prep.ipynb", config=config)
+    done = snakemake(folder, str(GRID / "data" / "processed" / "example_panel" / "01_data_prep.ipynb"), config=config)
     assert done.returncode != 0
     assert re.search(r"01_data_prep.py failed: PrepError: .*first_time..last_time = 1990..2024 is outside the data's "
                      r"time range 2000..2024", done.stderr), done.stderr[-3000:]
@@ -226,12 +241,12 @@ def test_a_run_made_stale_by_a_params_change_is_retrained_before_it_is_audited(g
     overlay = tmp_path / "smoke_changed.yaml"
     overlay.write_text((ROOT / "params" / "smoke.yaml").read_text().replace("max_epochs: 15", "max_epochs: 14"))
     config = [f"profiles={{synthetic: {overlay}, data: params/smoke_panel.yaml}}", *SMOKE[1:],
-              "domains=[synthetic_linear]"]
+              "domains=[synthetic_linear]", f"runs_dir={GRID}"]  # the changed params in the same grid folder
     done = snakemake(workdir, config=config)
     assert done.returncode == 0, done.stderr[-3000:]
     digest = load_params(ROOT / "params" / "synthetic_linear.yaml", overlay).digest()
-    audit_dir = workdir / "runs" / "synthetic_linear" / "audit"
-    runs = list((workdir / "runs" / "synthetic_linear").glob("seed*/*/metrics.json"))
+    audit_dir = workdir / GRID / "synthetic_linear" / "audit"
+    runs = list((workdir / GRID / "synthetic_linear").glob("seed*/*/metrics.json"))
     assert len(runs) == 2 * 8 and all(json.loads(m.read_text())["params_hash"] == digest for m in runs)
     assert json.loads((audit_dir / "verdicts.json").read_text())["excluded_runs"] == []
     assert (audit_dir / "04_audit.ipynb").stat().st_mtime > max(m.stat().st_mtime for m in runs)
