@@ -45,6 +45,17 @@ def test_lag_free_kstar_is_never_supported_though_the_paper_rule_supports_it(sma
     assert "not beaten" in result.verdicts["L1"]["evidence"]
 
 
+def test_replicates_in_worker_processes_report_while_they_run(small, tmp_path, monkeypatch):
+    monkeypatch.setattr(calibration, "HEARTBEAT", 0.2)  # the workers take seconds just to start
+    lines = []
+    records = calibration.run_replicates([("lag_free", 0), ("lag_free", 1)], small, tmp_path, jobs=2,
+                                         log=lines.append)
+    assert sorted(records.replicate) == [0, 1]
+    assert lines[0].startswith("[calibration 0/2] 2 replicates running (")
+    assert [line.split("]")[0] for line in lines if "lag_free replicate" in line] == ["[calibration 1/2",
+                                                                                       "[calibration 2/2"]
+
+
 @pytest.mark.slow
 def test_heterogeneous_lags_are_found(small, tmp_path):
     record = calibration.run_replicate("linear", 0, small, tmp_path)

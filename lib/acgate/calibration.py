@@ -26,7 +26,7 @@ import dataclasses
 import multiprocessing
 import time
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -144,17 +144,21 @@ def run_replicate(name: str, replicate: int, params: Params, root: Path) -> dict
     return record
 
 
+HEARTBEAT = 10.0  # seconds: with replicates in worker processes, a line at least this often while they run
+
+
 def run_replicates(plan: list[tuple[str, int]], params: Params, root: Path, jobs: int = 1,
                    log: Callable[[str], None] = print) -> pd.DataFrame:
     """Every (scenario, replicate) of ``plan`` (in ``jobs`` fresh processes when more than one), one progress line
-    per finished replicate; one record per replicate (see :func:`run_replicate`)."""
+    per finished replicate (and, with worker processes, one every :data:`HEARTBEAT` seconds without one); one
+    record per replicate (see :func:`run_replicate`)."""
     records, start = [], time.perf_counter()
 
     def progress(record: dict) -> None:
         records.append(record)
         elapsed, left = time.perf_counter() - start, len(plan) - len(records)
-        log(f"[{len(records)}/{len(plan)}] {record['scenario']} replicate {record['replicate']}: calibrated L1 "
-            f"{record['calibrated_L1']}, L2 {record['calibrated_L2']} ({record['seconds']:.0f} s; "
+        log(f"[calibration {len(records)}/{len(plan)}] {record['scenario']} replicate {record['replicate']}: "
+            f"calibrated L1 {record['calibrated_L1']}, L2 {record['calibrated_L2']} ({record['seconds']:.0f} s; "
             f"{elapsed / 60:.1f} min so far, about {elapsed / len(records) * left / 60:.1f} min left)")
 
     if jobs <= 1:
@@ -162,8 +166,14 @@ def run_replicates(plan: list[tuple[str, int]], params: Params, root: Path, jobs
             progress(run_replicate(name, replicate, params, root))
     else:
         with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-            for future in as_completed([pool.submit(run_replicate, n, r, params, root) for n, r in plan]):
-                progress(future.result())
+            running = {pool.submit(run_replicate, n, r, params, root) for n, r in plan}
+            while running:
+                finished, running = wait(running, timeout=HEARTBEAT, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    progress(future.result())
+                if not finished:
+                    log(f"[calibration {len(records)}/{len(plan)}] {min(jobs, len(running))} replicates running "
+                        f"({(time.perf_counter() - start) / 60:.1f} min so far)")
     return pd.DataFrame(records).sort_values(["control", "scenario", "replicate"], kind="stable",
                                              ignore_index=True)
 
