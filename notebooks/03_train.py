@@ -110,7 +110,7 @@ plt.show()
 # %% [markdown]
 # ## Learned lags against the truth
 # Left: each entity's learned k* against its true lag centre (the diagonal is perfect recovery).
-# Right: the learned lag weights omega of AC-GATE next to the DGP's weights, entities sorted by true z.
+# Right: AC-GATE's learned lag weights omega next to the DGP's weights (one colour scale), entities sorted by true z.
 
 # %%
 if "kstar_true" in panel.truth:
@@ -131,10 +131,11 @@ if "lag_weights" in panel.truth and to_train:
     shown = "acgate" if "acgate" in to_train else to_train[0]
     order = np.argsort(panel.truth["z"])
     learned = pd.read_csv(out_dirs[shown] / "lags.csv").filter(like="omega_").to_numpy()[order]
+    true = panel.truth["lag_weights"][order]
+    top = max(np.nanmax(learned), np.nanmax(true))  # one colour scale for both
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.2))
-    for ax, weights, title in ((axes[0], learned, f"learned omega ({shown})"),
-                               (axes[1], panel.truth["lag_weights"][order], "DGP lag weights")):
-        sns.heatmap(weights.T, ax=ax, cmap="viridis", xticklabels=False,
+    for ax, weights, title in ((axes[0], learned, f"learned omega ({shown})"), (axes[1], true, "DGP lag weights")):
+        sns.heatmap(weights.T, ax=ax, cmap="viridis", vmin=0, vmax=top, xticklabels=False,
                     yticklabels=np.arange(1, weights.shape[1] + 1))
         ax.set(title=title, xlabel="entities, by increasing true z", ylabel="lag k")
     plt.tight_layout()

@@ -11,8 +11,9 @@
 # %% [markdown]
 # # 05 Report: every table and figure of the paper, and how our numbers compare
 #
-# Reads the finished runs and the audits of every domain and regenerates the paper's tables and figures,
-# then sets every number the paper reports next to ours.
+# Reads the finished runs and the audits of every domain and regenerates the paper's tables and figures (those the
+# domains support: a panel of your own gets its own tables and no paper-only ones), then sets every number the paper
+# reports about these domains next to ours.
 #
 # - **Inputs**: `runs/<domain>/seed<NN>/<method>/metrics.json` (03_train), `runs/<domain>/audit/` (04_audit),
 #   `data/processed/<domain>/stratifiers.csv` (01_data_prep), `lib/acgate/paper_numbers.yaml` (the paper's
@@ -76,7 +77,7 @@ figures = {
 }
 for name, fig in figures.items():
     if fig is None:
-        print(f"{name}: no real panel among the domains, skipped")
+        print(f"{name}: nothing to show for these domains, skipped")
         continue
     report.save_figure(fig, figures_root, name)
     plt.show()
@@ -84,16 +85,20 @@ for name, fig in figures.items():
 
 # %% [markdown]
 # ## Our numbers next to the paper's
-# One row per number the paper reports. `difference` is ours minus the paper's; verdicts compare as text.
-# docs/results.md ("Reproduction") explains where and why they differ.
+# One row per number the paper reports about the domains reported here (none for a panel of your own).
+# `difference` is ours minus the paper's; verdicts compare as text. docs/results.md ("Reproduction") explains where
+# and why they differ.
 
 # %%
-reproduction = tables.get("reproduction", pd.DataFrame())
-numeric = reproduction[pd.to_numeric(reproduction.difference, errors="coerce").notna()]
-print(f"{len(reproduction)} numbers from the paper; {len(numeric)} with a counterpart here")
-display(numeric.assign(abs_diff=numeric.difference.astype(float).abs())
-        .groupby("paper_table").abs_diff.agg(["count", "median", "max"]).round(3))
-display(reproduction[reproduction.paper_table == "verdict_matrix"])
+if "reproduction" in tables:
+    reproduction = tables["reproduction"]
+    numeric = reproduction[pd.to_numeric(reproduction.difference, errors="coerce").notna()]
+    print(f"{len(reproduction)} numbers from the paper; {len(numeric)} with a counterpart here")
+    display(numeric.assign(abs_diff=numeric.difference.astype(float).abs())
+            .groupby("paper_table").abs_diff.agg(["count", "median", "max"]).round(3))
+    display(reproduction[reproduction.paper_table == "verdict_matrix"])
+else:
+    print("no domain of the paper among these domains: no reproduction table")
 
 # %% [markdown]
 # ## Run manifest

@@ -70,3 +70,10 @@ def test_diagram_saves_to_png_and_pdf(draw, tmp_path):
         path = tmp_path / f"{draw.__name__}{suffix}"
         fig.savefig(path, dpi=150)
         assert path.read_bytes()[:4] == magic
+
+
+def test_architecture_shows_only_what_the_model_has():
+    _, _, texts, _ = rendered(diagrams.architecture)
+    content = " ".join(" ".join(t.get_text().split()) for t in texts).lower()
+    assert "macro" not in content  # acgate.models has no macro controls
+    assert "static features" in content and "entity embedding" in content

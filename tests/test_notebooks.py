@@ -17,7 +17,7 @@ import yaml
 
 from acgate import audit, notebook, report
 from acgate.example import write_example
-from acgate.notebook import execute_notebook
+from acgate.notebook import execute_notebook, html_view
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -189,10 +189,12 @@ def test_a_failing_notebook_leaves_its_partial_copy_and_log_and_no_output(tmp_pa
 def test_progress_lines_reach_the_terminal_and_the_rest_stays_in_the_log(tmp_path, capfd):
     header = (ROOT / "notebooks" / "03_train.py").read_text().split("# %% [markdown]")[0]
     source = tmp_path / "talks.py"
-    source.write_text(header + '# %%\nprint("  [acgate seed 4] epoch  25/200  train 0.1")\nprint("a table row")\n')
+    source.write_text(header + '# %%\nprint("  [acgate seed 4] epoch  25/200  train 0.1")\nprint("a table row")\n'
+                      'print("[calibration 3/19] 2 replicates running")\nprint("[1 2] an array")\n')
     execute_notebook(source, tmp_path / "toy" / "seed04" / "talks.ipynb", {})
     terminal = capfd.readouterr().err
     assert "toy/seed04: [acgate seed 4] epoch  25/200  train 0.1" in terminal and "a table row" not in terminal
+    assert "toy/seed04: [calibration 3/19] 2 replicates running" in terminal and "an array" not in terminal
     assert "a table row" in (tmp_path / "toy" / "seed04" / "talks.log").read_text()
 
 
@@ -236,3 +238,26 @@ def test_saving_a_notebook_as_jupyterlab_does_leaves_its_py_file_unchanged(noteb
         manager.save(model, path)
         assert source.read_bytes() == text, f"saving {source.name} in JupyterLab would rewrite it"
         assert nbformat.read(source.with_suffix(".ipynb"), as_version=4).cells == model["content"].cells
+
+
+def test_html_view_lists_pages_in_pipeline_order_links_outputs_and_scrolls_wide_tables(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for output in ("tables/verdict_matrix.csv", "tables/verdict_matrix.md", "figures/evidence.png"):
+        (tmp_path / output).parent.mkdir(exist_ok=True)
+        (tmp_path / output).write_text("x")
+    report_params = {"tables_dir": str(tmp_path / "tables"), "figures_dir": "figures"}
+    made = {"data/processed/d/seed00/02_synthetic_dgp.ipynb": {}, "runs/d/seed00/03_train.ipynb": {},
+            "runs/d/audit/04_audit.ipynb": {}, "runs/report/05_report.ipynb": report_params}
+    for path, parameters in made.items():
+        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1")])
+        nb.metadata["papermill"] = {"duration": 1.0, "parameters": parameters}
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(nb, tmp_path / path)
+    html_view(tmp_path / "runs" / "html" / "index.html", [Path(p) for p in sorted(made)])
+    index = (tmp_path / "runs" / "html" / "index.html").read_text()
+    steps = [index.index(f"{step}</a>") for step in ("02_synthetic_dgp", "03_train", "04_audit", "05_report")]
+    assert steps == sorted(steps)  # prep and DGP, training, audit, report
+    assert 'href="../../tables/verdict_matrix.md"' in index and 'href="../../tables/verdict_matrix.csv"' in index
+    assert 'src="../../figures/evidence.png"' in index
+    page = (tmp_path / "runs" / "html" / "runs" / "d" / "audit" / "04_audit.html").read_text()
+    assert 'href="../../../index.html"' in page and "overflow-x:auto" in page

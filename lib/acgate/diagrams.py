@@ -6,9 +6,10 @@
   L3 ground-truth recovery), which fills the verdict matrix. The proxy-shuffle negative control feeds L2.
 - ``architecture()`` (Fig. fig:ac_gate_arch): AC-GATE. p_i -> AC encoder -> z_i -> scale-invariant lag gate ->
   omega_{i,k}; the lagged inputs X_{i,t-1..t-K} are weighted by omega and projected by h into the context c_{i,t},
-  which joins the entity embedding, static features and macro controls in a 2-layer LSTM whose initial state comes
-  from z_i; a reconstruction head maps z_i back to p_hat_i (lambda_r L_recon); k*_i = sum_k k omega_{i,k}.
-  The contemporaneous X_{i,t} is not an input.
+  which joins the entity embedding and the projected static features (when the panel has any) in a 2-layer LSTM
+  whose initial state comes from z_i; a reconstruction head maps z_i back to p_hat_i (lambda_r L_recon);
+  k*_i = sum_k k omega_{i,k}. The contemporaneous X_{i,t} is not an input. Every box is a part of
+  ``acgate.models.ACGate`` (and its ``Backbone``) or of the training loss in ``acgate.train``.
 
 Coordinates are inches from the lower-left corner of the figure, so sizes and gaps read as printed. Every box label
 carries the box's name as its ``gid``, so tests can check that labels stay inside their boxes and never overlap.
@@ -24,14 +25,14 @@ from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle
 
 from acgate.verdicts import VERDICTS
 
-# muted tab10 hues, one per role
+# Okabe-Ito hues (colour-blind safe), one per role
 INPUT = "#7f7f7f"  # data and inputs
-MODEL = "#1f77b4"  # learned components
-LAGS = "#ff7f0e"  # lag weights and effective lags
-AUDIT = "#9467bd"  # audit layers
-CONTROL = "#d62728"  # negative control and information-flow note
-OUTPUT = "#2ca02c"  # predictions and verdicts
-VERDICT_COLOURS = dict(zip(VERDICTS, ("#2ca02c", "#f2a900", "#d62728", "#b0b0b0"), strict=True))
+MODEL = "#0072B2"  # learned components
+LAGS = "#E69F00"  # lag weights and effective lags
+AUDIT = "#CC79A7"  # audit layers
+CONTROL = "#D55E00"  # negative control and information-flow note
+OUTPUT = "#009E73"  # predictions and verdicts
+VERDICT_COLOURS = dict(zip(VERDICTS, ("#009E73", "#E69F00", "#D55E00", "#b0b0b0"), strict=True))
 
 TITLE_SIZE = 7.5  # pt
 BODY_SIZE = 6.8  # pt
@@ -180,10 +181,9 @@ def architecture() -> Figure:
     lstm = _box(ax, "lstm", (5.6, main_y), (1.0, 0.6), "2-layer LSTM", "state from $z_i$", MODEL)
     head = _box(ax, "head", (6.62, main_y), (0.56, 0.6), "head", "$\\hat y_{i,t}$", OUTPUT)
 
-    extras = [_box(ax, name, (x, extra_y), (1.0, 0.46), title, body, INPUT)
-              for name, x, title, body in (("embedding", 3.43, "embedding", "entity $e_i$"),
-                                           ("static", 4.53, "static $s_i$", "(optional)"),
-                                           ("macro", 5.63, "macro controls", "(optional)"))]
+    extras = [_box(ax, name, (x, extra_y), (1.2, 0.46), title, body, INPUT)
+              for name, x, title, body in (("embedding", 3.85, "entity embedding", "$e_i$"),
+                                           ("static", 5.21, "static features", "$W_s s_i$ (if any)"))]
     _box(ax, "no_shortcut", (1.2, extra_y), (2.1, 0.46), "$X_{i,t}$ is not an input",
          "(no contemporaneous shortcut)", CONTROL, dashed=True)
 

@@ -12,8 +12,8 @@ lines (``[<method> seed <n>] ...``: a method's start, every ``train.log_every`` 
 terminal, and a failed run leaves its partly executed copy beside it as ``.<name>.partial.ipynb`` for inspection.
 
 ``html`` converts executed notebooks to HTML (nbconvert) beside an index page that lists them by domain and
-seed with their run time, so a reader can browse what ran without starting Jupyter. A page newer than its
-notebook is kept.
+seed in pipeline order with their run time, and links to the tables and figures they wrote, so a reader can browse
+what ran without starting Jupyter. A page newer than its notebook is kept.
 """
 
 from __future__ import annotations
@@ -61,7 +61,8 @@ def resolve(domain: str, params_file: str = "", profile_file: str = "") -> tuple
     return params, root
 
 
-PROGRESS = re.compile(r"^\s*\[\w+ seed \d+\]")  # training's progress lines: "[acgate seed 3] epoch 25/200 ..."
+# progress lines: training's "[acgate seed 3] epoch 25/200 ...", the calibration's "[calibration 4/19] ..."
+PROGRESS = re.compile(r"^\s*\[(\w+ seed \d+|calibration \d+/\d+)\]")
 BAR = re.compile(r"^\s*\w+ seed \d+:\s+\d+%\|")  # its progress bar: "acgate seed 3:  45%|####5  | 90/200 [...]"
 BAR_EVERY = 5.0  # seconds between two echoes of a progress bar
 
@@ -163,6 +164,15 @@ def execute_notebook(notebook: Path, output: Path, parameters: dict, cwd: Path |
     return time.perf_counter() - start
 
 
+STEPS = ("01_data_prep", "02_synthetic_dgp", "03_train", "04_audit", "05_report", "06_audit_calibration")  # in order
+PAGE_STYLE = (".jp-OutputArea-output,.jp-RenderedHTMLCommon,div.output_area{overflow-x:auto}"  # wide tables scroll
+              ".jp-RenderedHTMLCommon table{display:block;overflow-x:auto;max-width:100%}"
+              "nav.acgate{font-family:sans-serif;padding:8px 16px;border-bottom:1px solid #ddd}")
+INDEX_STYLE = ("body{font-family:sans-serif;max-width:60em;margin:2em auto}table{border-collapse:collapse}"
+               "td,th{padding:2px 12px;text-align:left;border-bottom:1px solid #ddd}"
+               "figure{display:inline-block;margin:0 1em 1em 0}figure img{height:9em;border:1px solid #ddd}")
+
+
 def _where(notebook: Path) -> tuple[str, str]:
     """(domain, seed folder or '') of an executed notebook from its place in the layout (README, "Quick start")."""
     parent = notebook.parent
@@ -173,29 +183,69 @@ def _where(notebook: Path) -> tuple[str, str]:
     return parent.name, ""
 
 
-def html_view(index: Path, notebooks: list[Path]) -> list[Path]:
-    """Write each notebook as HTML under ``index``'s folder (mirroring its path) and the index page; returns the
-    pages written or refreshed."""
+def _step(stem: str) -> int:
+    return STEPS.index(stem) if stem in STEPS else len(STEPS)
+
+
+def _page(nb: nbformat.NotebookNode, name: str, index: Path, page: Path) -> str:
+    """A notebook as an HTML page (nbconvert) whose output areas scroll sideways, with a link back to the index."""
     from nbconvert import HTMLExporter
 
+    body, _ = HTMLExporter().from_notebook_node(nb, resources={"metadata": {"name": name}})
+    back = html.escape(os.path.relpath(index, page.parent))
+    body = body.replace("</head>", f"<style>{PAGE_STYLE}</style>\n</head>", 1)
+    return re.sub(r"(<body[^>]*>)", rf'\1<nav class="acgate"><a href="{back}">&larr; all notebooks</a></nav>', body,
+                  count=1)
+
+
+def _outputs(index: Path, notebooks: list[nbformat.NotebookNode]) -> str:
+    """The index's links to the tables and figures the notebooks wrote (their ``tables_dir`` and ``figures_dir``
+    parameters, relative to the working directory, the project root under the workflow)."""
+    folders = dict.fromkeys(Path(nb.metadata.get("papermill", {}).get("parameters", {})[key]).resolve()
+                            for nb in notebooks for key in ("tables_dir", "figures_dir")
+                            if key in nb.metadata.get("papermill", {}).get("parameters", {}))
+    tables = sorted({f.with_suffix("") for d in folders for f in d.glob("*.csv")})
+    figures = sorted({f.with_suffix("") for d in folders for f in d.glob("*.png")})
+    if not tables and not figures:
+        return ""
+
+    def link(path: Path, ext: str) -> str:
+        return f'<a href="{html.escape(os.path.relpath(path.with_suffix(ext), index.parent))}">{ext[1:]}</a>'
+
+    rows = "\n".join(f"<tr><td>{html.escape(t.name)}</td><td>" + " ".join(
+        link(t, e) for e in (".md", ".csv", ".tex") if t.with_suffix(e).is_file()) + "</td></tr>" for t in tables)
+    shown = "\n".join(f'<figure><a href="{html.escape(os.path.relpath(f.with_suffix(".png"), index.parent))}">'
+                      f'<img src="{html.escape(os.path.relpath(f.with_suffix(".png"), index.parent))}" '
+                      f'alt="{html.escape(f.name)}"></a><figcaption>{html.escape(f.name)} '
+                      + " ".join(link(f, e) for e in (".png", ".pdf") if f.with_suffix(e).is_file())
+                      + "</figcaption></figure>" for f in figures)
+    return (f"<h2>Tables</h2>\n<table><tr><th>table</th><th>files</th></tr>\n{rows}\n</table>\n"
+            f"<h2>Figures</h2>\n{shown}\n")
+
+
+def html_view(index: Path, notebooks: list[Path]) -> list[Path]:
+    """Write each notebook as HTML under ``index``'s folder (mirroring its path; each page links back to the
+    index) and the index page: the notebooks in pipeline order (:data:`STEPS`) by domain and seed, and links to
+    the tables and figures they wrote. Returns the pages written or refreshed."""
     index = Path(index)
-    exporter = HTMLExporter()
-    rows, written = [], []
-    for notebook in sorted(map(Path, notebooks)):
+    rows, written, read = [], [], []
+    for notebook in map(Path, notebooks):
         try:  # pages mirror the notebooks' paths below the working directory (else their absolute path)
             relative = notebook.resolve().relative_to(Path.cwd().resolve())
         except ValueError:
             relative = Path(*notebook.resolve().parts[1:])
         page = index.parent / relative.with_suffix(".html")
         nb = nbformat.read(notebook, as_version=4)
+        read.append(nb)
         if not page.is_file() or page.stat().st_mtime < notebook.stat().st_mtime:
-            body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": notebook.stem}})
             page.parent.mkdir(parents=True, exist_ok=True)
-            page.write_text(body)
+            page.write_text(_page(nb, notebook.stem, index, page))
             written.append(page)
         domain, seed = _where(notebook)
         seconds = nb.metadata.get("papermill", {}).get("duration")
         rows.append((domain, seed, notebook.stem, page.relative_to(index.parent).as_posix(), seconds, str(relative)))
+    first = {d: min(_step(r[2]) for r in rows if r[0] == d) for d in {r[0] for r in rows}}  # a domain's first step
+    rows.sort(key=lambda r: (first[r[0]], r[0], _step(r[2]), r[1]))
     sections = []
     for domain in dict.fromkeys(r[0] for r in rows):
         items = "\n".join(
@@ -204,12 +254,11 @@ def html_view(index: Path, notebooks: list[Path]) -> list[Path]:
             for d, seed, step, link, seconds, source in rows if d == domain)
         sections.append(f"<h2>{html.escape(domain)}</h2>\n<table><tr><th>seed</th><th>notebook</th><th>run time</th>"
                         f"<th>executed copy</th></tr>\n{items}\n</table>")
-    style = ("body{font-family:sans-serif;max-width:60em;margin:2em auto}table{border-collapse:collapse}"
-             "td,th{padding:2px 12px;text-align:left;border-bottom:1px solid #ddd}")
     index.parent.mkdir(parents=True, exist_ok=True)
     index.write_text(f"<!doctype html><html><head><meta charset='utf-8'><title>Executed notebooks</title>"
-                     f"<style>{style}</style></head><body><h1>Executed notebooks</h1><p>{len(rows)} notebooks, "
-                     f"grouped by domain.</p>\n" + "\n".join(sections) + "\n</body></html>\n")
+                     f"<style>{INDEX_STYLE}</style></head><body><h1>Executed notebooks</h1><p>{len(rows)} notebooks, "
+                     f"grouped by domain, in pipeline order.</p>\n{_outputs(index, read)}" + "\n".join(sections)
+                     + "\n</body></html>\n")
     return written
 
 

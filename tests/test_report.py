@@ -1,0 +1,173 @@
+"""The report's presentation (tables as readers see them, figures at a page's width) and a user's own panel getting a
+report about that panel only."""
+
+import dataclasses
+import shutil
+import subprocess
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+
+from acgate import audit, prep, report, train  # noqa: E402
+from acgate.config import load_params  # noqa: E402
+from acgate.example import write_example  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+METHODS = ["acgate", "no_ac_encoder", "shuffled_proxies"]
+L2_COLUMNS = ["method", "stratifier", "circular", "closest_proxy", "max_abs_spearman_with_proxy", "seeds_tested",
+              "mean_abs_rho", "median_rho", "share_p_below_alpha", "fisher_p", "sign_consistency", "pooled_rho",
+              "pooled_p", "proxy_r_joint", "circular_joint", "pooled_lag_free_p", "p_holm", "permutations"]
+
+
+@pytest.fixture(scope="module")
+def own_panel(tmp_path_factory):
+    """The example panel (a user's own) with a third stratifier that duplicates a proxy, trained for 3 seeds under
+    the smoke profile and audited: (runs root, data root, domain)."""
+    tmp = tmp_path_factory.mktemp("own_report")
+    params = load_params(ROOT / "params" / "example_panel.yaml", ROOT / "params" / "smoke_panel.yaml")
+    data = dataclasses.replace(params.data, csv_file=str(write_example(tmp / "example_panel.csv")),
+                               stratifiers=[*params.data.stratifiers, "mean:capacity"])
+    params = dataclasses.replace(params, data=data, audit=dataclasses.replace(params.audit, permutations=200))
+    long, source = prep.load_long(params, ROOT)
+    prep.save(prep.prepare(long, params, source), tmp / "data" / "processed" / params.domain, {"note": "test"})
+    for seed in range(3):
+        panel = prep.panel_for_training(params, seed, tmp / "data")
+        for method in METHODS:
+            train.run_method(panel, params, method, seed, tmp / "runs", lambda s: None)
+    result = audit.audit_domain(params, tmp / "runs", tmp / "data", 3, METHODS)
+    result.write(tmp / "runs" / params.domain / "audit")
+    return tmp / "runs", tmp / "data", params.domain
+
+
+@pytest.fixture(scope="module")
+def own_report(own_panel):
+    runs, _, domain = own_panel
+    return report.build_tables(runs, [domain])
+
+
+def test_an_own_panel_gets_no_paper_only_tables(own_report, own_panel):
+    tables, _ = own_report
+    domain = own_panel[2]
+    assert "reproduction" not in tables  # no domain of the paper was run
+    assert "wilcoxon_real_r2" not in tables and f"{domain}_wilcoxon_r2" in tables
+    assert set(tables[f"{domain}_wilcoxon_r2"].domain) == {domain}
+    assert set(tables["controlled_comparison"].method) == set(METHODS)  # only the methods that ran
+    assert report.caption(f"{domain}_wilcoxon_r2").startswith(f"{domain}: paired Wilcoxon")
+
+
+def test_the_reproduction_table_has_rows_only_for_paper_domains_that_ran(own_report):
+    tables, results = own_report
+    assert report.reproduction(tables, results).empty
+
+
+def test_mean_abs_rho_leaves_out_circular_stratifiers(own_report):
+    _, results = own_report
+    result = next(iter(results.values()))
+    assert result.l2_summary.set_index(["method", "stratifier"]).circular[("acgate", "mean_capacity")]
+    points = report.alignment_points(results).set_index("method")
+    l2 = result.l2[(result.l2.method == "acgate") & (result.l2.stratifier != "mean_capacity")]
+    assert points.mean_abs_rho["acgate"] == pytest.approx(l2.rho.abs().mean())
+    assert points.persistence_r2["acgate"] == pytest.approx(result.l0.query("method == 'persistence'").r2_by_time
+                                                            .mean())
+
+
+def legible(fig, smallest=7.0, width=7.2):
+    """The figure prints at a page's width with every text at least ``smallest`` pt, and has no empty panel."""
+    fig.canvas.draw()
+    assert fig.get_size_inches()[0] <= width
+    sizes = [t.get_fontsize() for t in fig.findobj(matplotlib.text.Text) if t.get_visible() and t.get_text().strip()]
+    assert min(sizes) >= smallest
+    assert all(ax.has_data() for ax in fig.axes), "an empty panel"
+
+
+def test_own_panel_figures_are_legible_and_have_no_empty_panel(own_report, own_panel):
+    tables, results = own_report
+    runs, data, _ = own_panel
+    evidence = report.evidence_figure(tables, results)
+    legible(evidence)
+    assert [ax.get_title(loc="left")[0] for ax in evidence.axes] == ["A", "B"]  # no synthetic panel
+    legible(report.case_study_figure(results, data))
+    legible(report.forecast_r2_figure(runs, results))
+
+
+def test_case_study_trend_stays_within_the_data_and_panels_share_k_star(own_report, own_panel):
+    _, results = own_report
+    fig = report.case_study_figure(results, own_panel[1])
+    for ax in fig.axes:
+        (points,), (trend, *_) = ax.collections, ax.lines
+        x, y = points.get_offsets().T
+        assert x.min() <= trend.get_xdata().min() and trend.get_xdata().max() <= x.max()
+        assert y.min() <= trend.get_ydata().min() and trend.get_ydata().max() <= y.max()
+    assert len({ax.get_ylim() for ax in fig.axes}) == 1
+    assert "$\\leq$ 1/201" in fig.axes[0].get_title() or "p = " in fig.axes[0].get_title()
+
+
+def test_quantile_medians_follow_the_ranks():
+    x = pd.Series(np.arange(50.0))
+    trend = report.quantile_medians(x, 10 - x / 10)
+    assert len(trend) == 5 and trend.y.is_monotonic_decreasing and trend.x.min() >= 0 and trend.x.max() <= 49
+
+
+def l2_frame():
+    rows = []
+    for i, method in enumerate(["acgate", "no_recon_reg", "shuffled_proxies"]):
+        for j, stratifier in enumerate(["mean_hc", "mean_log_gdp_per_worker", "mean_log_capital_per_worker"]):
+            rows.append([method, stratifier, j == 0, "mean_hc", 0.66 + 0.1 * j, 20, 0.248 + i / 10, 0.185, 0.55,
+                         2.8e-14, 0.75, 0.287, 0.0085 if i else 1 / 2001, 0.718, j == 0, 0.66, np.nan, 2000])
+    return pd.DataFrame(rows, columns=L2_COLUMNS)
+
+
+def test_markdown_keeps_each_columns_precision_and_readable_headers():
+    frame = pd.DataFrame({"domain": ["economics", "energy"], "test_r2_by_time": [0.64, 0.646],
+                          "mean_diff": [-0.0001, 0.25], "fisher_p_min": [9.9e-22, 0.37]})
+    text = report.markdown_table(frame, "caption")
+    header, _, *rows = [[cell.strip() for cell in line.split("|")[1:-1]] for line in text.splitlines()[2:]]
+    assert header == ["domain", "test R² (per year)", "mean difference", "Fisher p min"]
+    assert [r[1] for r in rows] == ["0.640", "0.646"]  # not "0.64" beside "0.646"
+    assert [r[2] for r in rows] == ["0.000", "0.250"]  # never a negative zero
+
+
+def test_readable_labels_know_the_papers_names_and_fall_back_to_the_id():
+    assert report.readable("mean_log_gdp_per_worker") == "mean log GDP per worker"
+    assert report.readable("trend_hc") == "trend of human capital"
+    assert report.readable("mean_survey_noise") == "mean survey noise"  # a user's own name
+    assert report.readable("region_size") == "region size"
+    assert report.readable("energy_proxy_shuffle") == "energy (proxy shuffle)"
+    assert report.header("parameters_economics") == "parameters, economics"
+
+
+def test_a_wide_latex_table_is_split_into_parts_that_repeat_the_row_names(tmp_path):
+    frame = l2_frame()
+    paths = report.write_table(frame, tmp_path, "economics_l2", "Economics L2.")
+    assert pd.read_csv(paths[0]).columns.tolist() == L2_COLUMNS  # the CSV keeps the machine names
+    latex = paths[1].read_text()
+    parts = latex.split(r"\par\medskip")[1:]
+    assert len(parts) >= 2 and all("method" in p and "stratifier" in p for p in parts)
+    assert "mean $|\\rho|$" in latex and "mean_abs_rho" not in latex and r"$\leq$ 1/2001" in latex
+
+
+@pytest.mark.skipif(shutil.which("pdflatex") is None, reason="pdflatex not installed")
+def test_every_latex_table_fits_a_page(tmp_path):
+    frames = {"economics_l2": l2_frame(),
+              "synthetic_summary": pd.DataFrame({
+                  "domain": ["synthetic_nonlinear"] * 3, "method": ["acgate", "shuffled_proxies", "plain_lstm"],
+                  "seeds": [20] * 3, "kstar_kind": ["structural", "structural", "diagnostic: occlusion"],
+                  **{f"{c}_{s}": [0.0319, 0.7144, 0.9821] for s in ("mean", "sd")
+                     for c in ("test_mse", "mae_lag_centre", "spearman_lag_centre", "mae_dgp_mean_lag",
+                               "spearman_dgp_mean_lag", "kstar_sd")}, "median_seconds": [6.5, 7.1, 25.9]})}
+    for name, frame in frames.items():
+        report.write_table(frame, tmp_path, name, f"{name}.")
+    body = "\n".join(rf"\input{{{name}.tex}}" for name in frames)
+    (tmp_path / "doc.tex").write_text(
+        "\\documentclass{article}\\usepackage[T1]{fontenc}\\usepackage{booktabs,longtable}"
+        f"\\usepackage[letterpaper,margin=1in]{{geometry}}\\begin{{document}}\n{body}\n\\end{{document}}\n")
+    done = subprocess.run(["pdflatex", "-interaction=nonstopmode", "doc.tex"], cwd=tmp_path, capture_output=True,
+                          text=True)
+    assert done.returncode == 0, done.stdout[-2000:]
+    assert "Overfull \\hbox" not in (tmp_path / "doc.log").read_text()  # 6.5 in of text width
