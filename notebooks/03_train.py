@@ -39,8 +39,8 @@ import seaborn as sns
 
 from acgate.notebook import resolve
 from acgate.prep import panel_for_training
+from acgate.runner import run_method
 from acgate.runs import method_dir
-from acgate.train import run_method
 
 params, root = resolve(domain, params_file, profile_file)
 to_train = list(methods) or list(params.methods)

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from acgate import audit, report
+from acgate import audit, metrics, report
 from acgate.config import load_params
 from acgate.panel import Panel
 
@@ -55,7 +55,7 @@ def make_domain(root, domain, seeds, methods, kstar_of, shared_entities=False, n
             rows.to_csv(out / "predictions.csv", index=False)
             (out / "history.csv").write_text("epoch,train_loss,recon_loss,val_loss\n")
             (out / "manifest.json").write_text("{}")
-            scores = {split: audit.forecast_metrics(*(g[c].to_numpy() for c in ("y", "y_hat", "time")))
+            scores = {split: metrics.forecast_metrics(*(g[c].to_numpy() for c in ("y", "y_hat", "time")))
                       for split, g in rows.groupby("split")}
             lag_summary = {"kstar_kind": "structural", "kstar_sd": float(np.std(kstar)), "omega_entropy": None,
                            "gate_sensitivity": None}

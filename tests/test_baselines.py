@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 import torch
 
-from acgate import train
+from acgate import occlusion, runner, train
 from acgate.baselines import GroupedARDL
 from acgate.dgp import simulate
 from acgate.models import Output, build, lag_windows
@@ -62,10 +62,10 @@ class LagOneOnly(torch.nn.Module):
 def test_occlusion_of_a_lag_the_prediction_ignores_is_zero(smoke_params):
     panel = simulate(smoke_params.synthetic, 0, smoke_params.split.val_start, smoke_params.split.test_start)
     batch = train.Batch.build(panel, Normalisers.fit(panel), smoke_params.model.max_lag, torch.device("cpu"))
-    increase = train.occlusion_increase(LagOneOnly(), batch)
+    increase = occlusion.occlusion_increase(LagOneOnly(), batch)
     assert increase.shape == (panel.n_entities, smoke_params.model.max_lag)
     assert (increase[:, 1:] == 0).all() and (increase[:, 0] != 0).any()
-    profile = train.profile_from_increase(increase)
+    profile = occlusion.profile_from_increase(increase)
     rows = increase[:, 0] > 0
     np.testing.assert_array_equal(profile[rows, 0], 1.0)
     assert np.isnan(profile[~rows]).all()  # no lag matters for these entities: k* undefined, not invented
@@ -113,7 +113,7 @@ def test_grouped_ardl_falls_back_to_the_global_fit_for_small_groups(smoke_params
 @pytest.mark.parametrize("method", ["grouped_ardl", "ganet"])
 def test_baseline_run_artifacts_are_labelled_diagnostic(smoke_params, tmp_path, method):
     panel = simulate(smoke_params.synthetic, 0, smoke_params.split.val_start, smoke_params.split.test_start)
-    metrics = train.run_method(panel, smoke_params, method, 0, tmp_path, lambda s: None)
+    metrics = runner.run_method(panel, smoke_params, method, 0, tmp_path, lambda s: None)
     out = method_dir(tmp_path, smoke_params.domain, 0, method)
     lags = pd.read_csv(out / "lags.csv")
     assert lags.kstar_kind.iloc[0].startswith("diagnostic")

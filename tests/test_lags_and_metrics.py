@@ -3,7 +3,7 @@ import pytest
 from scipy import stats
 
 from acgate import lags
-from acgate.audit import forecast_metrics, l3_recovery
+from acgate.metrics import forecast_metrics, l3_recovery
 
 
 def test_effective_lag_and_entropy_hand_worked():

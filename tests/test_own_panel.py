@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from acgate import audit, prep, train
+from acgate import audit, prep, runner
 from acgate.config import load_params
 from acgate.example import example_frame, write_example
 
@@ -45,7 +45,7 @@ def test_own_panel_runs_through_prep_training_and_audit(example):
     for seed in (0, 1):
         loaded = prep.panel_for_training(params, seed, tmp / "data")
         for method in ("acgate", "uniform_lag"):
-            train.run_method(loaded, params, method, seed, tmp / "runs", lambda s: None)
+            runner.run_method(loaded, params, method, seed, tmp / "runs", lambda s: None)
     result = audit.audit_domain(params, tmp / "runs", tmp / "data", 2, ["acgate", "uniform_lag"])
     assert result.problems == [] and result.excluded.empty and result.kind == "data"
     summary = result.l2_summary.set_index(["method", "stratifier"])

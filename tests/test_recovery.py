@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from acgate import train
+from acgate import runner, train
 from acgate.config import load_params
 from acgate.dgp import simulate
 
@@ -28,7 +28,7 @@ def easy():
 @pytest.mark.slow
 def test_acgate_recovers_the_true_lag_ordering(easy):
     params, panel = easy
-    table = train.lag_table(train.fit(panel, params, "acgate", 0, lambda s: None), panel)
+    table = runner.lag_table(train.fit(panel, params, "acgate", 0, lambda s: None), panel)
     rho = stats.spearmanr(table.kstar, panel.truth["kstar_true"]).statistic
     mae = np.mean(np.abs(table.kstar - panel.truth["dgp_mean_lag"]))
     assert rho > 0.9, f"Spearman(k*, lag centre) = {rho:.3f}"

@@ -19,8 +19,8 @@ import torch
 
 from acgate.config import load_params
 from acgate.prep import panel_for_training
+from acgate.runner import run_method
 from acgate.runs import git_sha, machine
-from acgate.train import run_method
 
 ROOT = Path(__file__).resolve().parents[1]
 

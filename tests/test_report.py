@@ -14,7 +14,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from acgate import audit, prep, report, train  # noqa: E402
+from acgate import audit, prep, report, runner  # noqa: E402
 from acgate.config import load_params  # noqa: E402
 from acgate.example import write_example  # noqa: E402
 
@@ -39,7 +39,7 @@ def own_panel(tmp_path_factory):
     for seed in range(3):
         panel = prep.panel_for_training(params, seed, tmp / "data")
         for method in METHODS:
-            train.run_method(panel, params, method, seed, tmp / "runs", lambda s: None)
+            runner.run_method(panel, params, method, seed, tmp / "runs", lambda s: None)
     result = audit.audit_domain(params, tmp / "runs", tmp / "data", 3, METHODS)
     result.write(tmp / "runs" / params.domain / "audit")
     return tmp / "runs", tmp / "data", params.domain

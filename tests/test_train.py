@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 import torch
 
-from acgate import train
+from acgate import runner, train
 from acgate.dgp import simulate
 from acgate.runs import is_finished, method_dir
 
@@ -25,9 +25,9 @@ def test_same_seed_gives_the_same_numbers_on_cpu(smoke_params, panel):
     a = train.fit(panel, smoke_params, "acgate", 5, quiet)
     b = train.fit(panel, smoke_params, "acgate", 5, quiet)
     pd.testing.assert_frame_equal(a.history, b.history)
-    np.testing.assert_array_equal(train.lag_table(a, panel).kstar, train.lag_table(b, panel).kstar)
+    np.testing.assert_array_equal(runner.lag_table(a, panel).kstar, runner.lag_table(b, panel).kstar)
     c = train.fit(panel, smoke_params, "acgate", 6, quiet)
-    assert not np.array_equal(train.lag_table(a, panel).kstar, train.lag_table(c, panel).kstar)
+    assert not np.array_equal(runner.lag_table(a, panel).kstar, runner.lag_table(c, panel).kstar)
 
 
 def test_best_validation_checkpoint_is_restored_and_patience_stops(smoke_params, panel):
@@ -52,7 +52,7 @@ def test_recon_loss_weights_the_anchor_proxy():
 
 
 def test_run_method_writes_the_artifacts(smoke_params, panel, tmp_path):
-    metrics = train.run_method(panel, smoke_params, "acgate", 0, tmp_path, quiet)
+    metrics = runner.run_method(panel, smoke_params, "acgate", 0, tmp_path, quiet)
     out = method_dir(tmp_path, smoke_params.domain, 0, "acgate")
     assert is_finished(out)
     for name in ("lags.csv", "predictions.csv", "history.csv", "model.pt", "manifest.json"):
@@ -78,7 +78,7 @@ def test_run_method_writes_the_artifacts(smoke_params, panel, tmp_path):
 def test_artifacts_get_ordinary_permissions(smoke_params, panel, tmp_path):
     previous = os.umask(0o022)
     try:
-        train.run_method(panel, smoke_params, "uniform_lag", 0, tmp_path, quiet)
+        runner.run_method(panel, smoke_params, "uniform_lag", 0, tmp_path, quiet)
     finally:
         os.umask(previous)
     out = method_dir(tmp_path, smoke_params.domain, 0, "uniform_lag")
@@ -87,12 +87,12 @@ def test_artifacts_get_ordinary_permissions(smoke_params, panel, tmp_path):
 
 def test_a_finished_run_is_kept_only_for_the_same_params_and_panel(smoke_params, panel, tmp_path):
     lines = []
-    train.run_method(panel, smoke_params, "uniform_lag", 0, tmp_path, quiet)
-    train.run_method(panel, smoke_params, "uniform_lag", 0, tmp_path, lines.append)
+    runner.run_method(panel, smoke_params, "uniform_lag", 0, tmp_path, quiet)
+    runner.run_method(panel, smoke_params, "uniform_lag", 0, tmp_path, lines.append)
     assert len(lines) == 1 and "kept" in lines[0]
     Y = panel.Y.copy()
     Y[0, -1] += 1.0  # the same params, other data
-    metrics = train.run_method(dataclasses.replace(panel, Y=Y), smoke_params, "uniform_lag", 0, tmp_path,
+    metrics = runner.run_method(dataclasses.replace(panel, Y=Y), smoke_params, "uniform_lag", 0, tmp_path,
                                lines.append)
     assert not any("kept" in line for line in lines[1:])
     assert metrics["panel_digest"] == dataclasses.replace(panel, Y=Y).digest() != panel.digest()
@@ -119,14 +119,14 @@ def test_a_loss_that_is_not_finite_stops_training_with_a_message(smoke_params, p
 
 
 def test_interrupted_run_leaves_nothing_that_counts_as_finished(smoke_params, panel, tmp_path, monkeypatch):
-    train.run_method(panel, smoke_params, "acgate", 0, tmp_path, quiet)
+    runner.run_method(panel, smoke_params, "acgate", 0, tmp_path, quiet)
 
     def crash(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(train, "lag_table", crash)
+    monkeypatch.setattr(runner, "lag_table", crash)
     with pytest.raises(KeyboardInterrupt):
-        train.run_method(panel, smoke_params, "acgate", 0, tmp_path, quiet, retrain=True)
+        runner.run_method(panel, smoke_params, "acgate", 0, tmp_path, quiet, retrain=True)
     out = method_dir(tmp_path, smoke_params.domain, 0, "acgate")
     assert not is_finished(out)
     assert not list(out.glob("*.tmp"))
@@ -136,19 +136,19 @@ def test_a_retrained_run_removes_the_temporary_file_of_a_killed_write(smoke_para
     out = method_dir(tmp_path, smoke_params.domain, 0, "uniform_lag")
     out.mkdir(parents=True)
     (out / ".predictions.csv.x1y2z3.tmp").write_text("y,y_hat\n1.0,")  # SIGKILL between write and rename
-    train.run_method(panel, smoke_params, "uniform_lag", 0, tmp_path, quiet)
+    runner.run_method(panel, smoke_params, "uniform_lag", 0, tmp_path, quiet)
     assert is_finished(out) and not list(out.glob(".*.tmp"))
 
 
 @pytest.mark.parametrize("method", ["no_ac_encoder", "uniform_lag"])
 def test_collapsed_ablations_have_exactly_zero_spread(smoke_params, panel, method):
-    table = train.lag_table(train.fit(panel, smoke_params, method, 0, quiet), panel)
+    table = runner.lag_table(train.fit(panel, smoke_params, method, 0, quiet), panel)
     assert table.kstar.std() == 0.0
 
 
 def test_no_recon_reg_differs_from_the_full_model_only_when_not_detached(smoke_params, panel):
     def kstar(params, method):
-        return train.lag_table(train.fit(panel, params, method, 0, quiet), panel).kstar.to_numpy()
+        return runner.lag_table(train.fit(panel, params, method, 0, quiet), panel).kstar.to_numpy()
 
     assert not smoke_params.model.recon_detach
     assert not np.allclose(kstar(smoke_params, "acgate"), kstar(smoke_params, "no_recon_reg"))
@@ -159,7 +159,7 @@ def test_no_recon_reg_differs_from_the_full_model_only_when_not_detached(smoke_p
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 def test_cuda_smoke_run(smoke_params, panel, tmp_path):
     on_gpu = dataclasses.replace(smoke_params, train=dataclasses.replace(smoke_params.train, device="cuda"))
-    metrics = train.run_method(panel, on_gpu, "acgate", 0, tmp_path, quiet)
+    metrics = runner.run_method(panel, on_gpu, "acgate", 0, tmp_path, quiet)
     assert metrics["device"].startswith("cuda") and np.isfinite(metrics["test"]["mse"])
     lags = pd.read_csv(method_dir(tmp_path, on_gpu.domain, 0, "acgate") / "lags.csv")
     assert len(lags) == panel.n_entities and lags.kstar.between(1, on_gpu.model.max_lag).all()

@@ -5,7 +5,7 @@
 
 Measures, on this machine:
 
-- **one training run per method and domain** (``train.run_method``, artifacts included) on one CPU thread, each
+- **one training run per method and domain** (``runner.run_method``, artifacts included) on one CPU thread, each
   in a fresh process: median wall seconds over ``--repeats`` runs, epochs run, seconds per epoch (training loop
   only), peak resident memory of the process;
 - **achieved GFLOP/s of AC-GATE training** (floating-point operations of one epoch, counted by PyTorch's
@@ -120,7 +120,7 @@ def timed_runs(domain: str, method: str, seed: int, device: str, profile: str, r
     as lazy imports and kernel initialisation), then ``repeats`` timed runs of ``run_method`` (artifacts into a
     temporary folder); the medians and ranges, and the process's peak resident memory."""
     from acgate.prep import panel_for_training
-    from acgate.train import run_method
+    from acgate.runner import run_method
 
     params = _params(domain, profile)
     params = replace(params, train=replace(params.train, device=device))

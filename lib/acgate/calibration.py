@@ -40,8 +40,8 @@ from acgate.baselines import persistence
 from acgate.config import Params
 from acgate.lags import lag_frame
 from acgate.panel import SPLITS, Panel
+from acgate.runner import run_method
 from acgate.runs import atomic_write, manifest, method_dir, write_json
-from acgate.train import run_method
 from acgate.verdicts import LAYERS
 
 MODERATOR_NOISE_SD = 0.12  # sd of the noise on the moderator z ~ U(0, 1) in the stratifier noisy_moderator

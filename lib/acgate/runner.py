@@ -1,0 +1,128 @@
+"""One method trained on one panel and seed, with its run folder written: ``runs/<domain>/seed<NN>/<method>/``
+holds ``metrics.json`` (written last: the finished marker), ``lags.csv``, ``predictions.csv``, ``history.csv``,
+``manifest.json``, and ``model.pt`` (neural methods) or ``coefficients.csv`` (Grouped ARDL).
+
+    run_method(panel, params, "acgate", seed=0, runs_root="runs")
+
+The lag table of a trained model is its structural omega and k* for the AC-GATE family, and the diagnostic
+occlusion profile (``acgate.occlusion``) for the neural baselines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+from acgate import baselines, lags
+from acgate.config import GATE_METHODS, Params
+from acgate.metrics import TRUTHS, forecast_metrics, l3_recovery
+from acgate.models import ACGate
+from acgate.occlusion import occlusion_increase, profile_from_increase
+from acgate.panel import SPLITS, Panel
+from acgate.runs import atomic_write, current_metrics, manifest, method_dir, remove_interrupted_writes, write_json
+from acgate.train import FitResult, fit, predictions
+
+
+def lag_table(result: FitResult, panel: Panel) -> pd.DataFrame:
+    """Structural omega and k* for AC-GATE models; for neural baselines the diagnostic occlusion profile, with
+    their internal lag weights (averaged over time) beside it."""
+    model, b = result.model, result.batch
+    if isinstance(model, ACGate):
+        with torch.no_grad():
+            z = model.score(b.proxies)
+            omega = model.lag_weights(z).cpu().numpy()
+        return lags.lag_frame(panel, omega, "structural", z=z.squeeze(1).cpu().numpy())
+    with torch.no_grad():
+        out = model(*b.inputs())
+    internal = None if out.internal is None else out.internal.mean(dim=1).cpu().numpy()
+    return lags.lag_frame(panel, profile_from_increase(occlusion_increase(model, b)), "diagnostic: occlusion",
+                     internal=internal)
+
+
+def omega_of_z(model: ACGate) -> Callable[[np.ndarray], np.ndarray]:
+    """The trained gate as a numpy function z (G,) -> omega (G, K)."""
+    device = next(model.parameters()).device
+
+    def evaluate(z: np.ndarray) -> np.ndarray:
+        with torch.no_grad():
+            zt = torch.as_tensor(z, dtype=torch.float32, device=device)[:, None]
+            return model.lag_weights(zt).cpu().numpy()
+
+    return evaluate
+
+
+def summarise(preds: pd.DataFrame, table: pd.DataFrame, facts: dict,
+              gate: Callable[[np.ndarray], np.ndarray] | None = None) -> dict:
+    """metrics.json content: split-wise L0 metrics, lag summaries, L3 where truth exists, and run ``facts``."""
+    omega = table.filter(regex=r"^omega_\d+$").to_numpy()
+    metrics: dict = {split: forecast_metrics(*(preds.loc[preds.split == split, c].to_numpy()
+                                               for c in ("y", "y_hat", "time"))) for split in SPLITS}
+    metrics["lags"] = {"kstar_kind": table.kstar_kind.iloc[0], "kstar_mean": float(table.kstar.mean()),
+                       "kstar_sd": float(table.kstar.std(ddof=0)),
+                       "omega_entropy": float(np.nanmean(lags.omega_entropy(omega))),
+                       "gate_sensitivity": lags.gate_sensitivity(table.z.to_numpy(), gate) if gate else None}
+    truths = {name: column for name, column in TRUTHS.items() if column in table}
+    if truths:
+        metrics["l3"] = {name: l3_recovery(table.kstar.to_numpy(), table[column].to_numpy())
+                         for name, column in truths.items()}
+    metrics.update(facts)
+    return metrics
+
+
+SHUFFLED_PROXIES_SALT = 104_729  # the shuffled_proxies method's permutation differs from a proxy-shuffle domain's
+
+
+def run_method(panel: Panel, params: Params, method: str, seed: int, runs_root: Path,
+               log: Callable[[str], None] = print, retrain: bool = False, bar: bool = False) -> dict:
+    """Train ``method`` and write its artifacts to runs/<domain>/seed<NN>/<method>/; returns metrics.json.
+
+    A finished run trained under the same parameters (params hash) on the same panel (panel digest) is kept, unless
+    ``retrain``. Progress goes to ``log``, and with ``bar`` to a progress bar (see :func:`fit`). ``metrics.json`` is
+    written last, so an interrupted run leaves nothing that counts as finished.
+    ``shuffled_proxies`` is AC-GATE trained on the proxies permuted across entities (one non-identity permutation per
+    seed, recorded in the manifest): the comparator that tells a proxy-conditioned gate from a gate that merely has
+    more inputs.
+    """
+    out = method_dir(runs_root, params.domain, seed, method)
+    kept = None if retrain else current_metrics(out, params.digest(), panel.digest())
+    if kept is not None:
+        log(f"  [{method} seed {seed}] kept: finished run with the same parameters in {out} (retrain redoes it)")
+        return kept
+    (out / "metrics.json").unlink(missing_ok=True)
+    remove_interrupted_writes(out)  # of an earlier run of this method that was killed mid-write
+    log(f"  [{method} seed {seed}] training on {panel.n_entities} entities")
+    if method == "shuffled_proxies":
+        panel, permutation = panel.with_shuffled_proxies(seed, SHUFFLED_PROXIES_SALT)
+        panel.meta["shuffled_proxies_permutation"] = [str(e) for e in panel.entities[permutation]]
+    if method == "grouped_ardl":
+        ardl = baselines.GroupedARDL.fit(panel, params)
+        preds, table, seconds, device = ardl.predictions(), ardl.lag_table(), ardl.seconds, "cpu"
+        history = pd.DataFrame(columns=["epoch", "train_loss", "recon_loss", "val_loss"])  # no iterations
+        facts = {"best_epoch": None, "epochs_run": None, "fit": "closed-form OLS per group", "groups": ardl.groups}
+        atomic_write(out / "coefficients.csv", lambda f: ardl.coefficients.to_csv(f, index=False))
+        gate = None
+    else:
+        result = fit(panel, params, method, seed, log, bar)
+        preds, table, history = predictions(result, panel), lag_table(result, panel), result.history
+        seconds, device = result.seconds, result.device
+        facts = {"best_epoch": result.best_epoch, "epochs_run": result.epochs_run,
+                 "seconds_per_epoch": round(result.seconds / result.epochs_run, 5)}
+        if method == "ganet":
+            with torch.no_grad():
+                facts["gate_density"] = float(result.model(*result.batch.inputs()).gate_density)
+        gate = omega_of_z(result.model) if method in GATE_METHODS else None
+        atomic_write(out / "model.pt", lambda f: torch.save(result.model.state_dict(), f), binary=True)
+    metrics = summarise(preds, table, {**facts, "seconds": round(seconds, 3), "device": device,
+                                       "params_hash": params.digest(), "panel_digest": panel.digest()}, gate)
+    atomic_write(out / "predictions.csv", lambda f: preds.to_csv(f, index=False))
+    atomic_write(out / "lags.csv", lambda f: table.to_csv(f, index=False))
+    atomic_write(out / "history.csv", lambda f: history.to_csv(f, index=False))
+    write_json(out / "manifest.json", manifest(params.to_dict(), seed, device, method=method,
+                                               wall_seconds=round(seconds, 3), panel=panel.meta))
+    write_json(out / "metrics.json", metrics)
+    log(f"  [{method} seed {seed}] done in {seconds:.1f} s: test MSE {metrics['test']['mse']:.4g}")
+    return metrics
