@@ -101,22 +101,16 @@ def _check_long(frame: pd.DataFrame, columns: list[str], source: str) -> pd.Data
 
 
 def _summarise(history: pd.DataFrame, stat: str) -> float:
-    """One statistic of a column's training-window history (index: time); NaN when it cannot be computed."""
+    """One statistic of a column's training-window history (index: time); NaN when it cannot be computed. A
+    'constant' column must not vary within the entity (the caller checks)."""
     observed = history.dropna()
     if observed.empty:
         return np.nan
-    if stat == "mean":
-        return float(observed.mean())
-    if stat == "first":
-        return float(observed.iloc[0])
-    if stat == "last":
-        return float(observed.iloc[-1])
     if stat == "trend":
         return float(np.polyfit(observed.index.to_numpy(float), observed.to_numpy(), 1)[0]) if len(observed) > 1 \
             else np.nan
-    if observed.nunique() > 1:
-        return math.inf  # a 'constant' column that varies: flagged by the caller
-    return float(observed.iloc[0])
+    return float({"mean": observed.mean(), "first": observed.iloc[0], "last": observed.iloc[-1],
+                  "constant": observed.iloc[0]}[stat])
 
 
 def min_entities(alpha: float) -> int:
@@ -127,14 +121,46 @@ def min_entities(alpha: float) -> int:
     return n
 
 
+@dataclass
+class _Kept:
+    """A kept entity's series over the panel's times and its training-window summaries."""
+    features: np.ndarray  # (T, F), interpolated inside the observed range
+    target: np.ndarray  # (T,), missing values stay NaN (masked, never filled)
+    summaries: dict[tuple[str, str], float]  # (kind, summary name) -> value
+
+
 def prepare(frame: pd.DataFrame, params: Params, source: str) -> Prepared:
-    data, split = params.data, params.split
+    """The panel of a long frame under the cleaning rules (docs/data.md): the time window and split checked; per
+    entity, dropped (with the reason) when its target is never observed, when too many years lack the target or a
+    feature, when a feature has gaps at the ends, or when a summary cannot be computed from the training window;
+    the panel built from the entities kept."""
+    data = params.data
     summaries = {"proxies": list(data.proxies), "static": list(data.static), "stratifiers": list(data.stratifiers),
                  "truth": [params.audit.true_lag] if params.audit.true_lag else []}
     raw_columns = list(dict.fromkeys([data.target, *data.features,
                                       *(parse_summary(s)[1] for specs in summaries.values() for s in specs)]))
     frame = _check_long(frame, raw_columns, source)
+    _check_window(frame, params, source)
     times = np.arange(data.first_time, data.last_time + 1)
+    grid = pd.MultiIndex.from_product([sorted(frame.entity.unique()), times], names=["entity", "time"])
+    wide = frame.set_index(["entity", "time"]).reindex(grid)
+    report, kept = [], {}
+    for entity, block in wide.groupby(level="entity", sort=False):
+        reason, cleaned = _clean_entity(block.droplevel("entity"), params, summaries, source, entity)
+        report.append({"entity": entity, "kept": cleaned is not None, "reason": reason or "kept"})
+        if cleaned is not None:
+            kept[entity] = cleaned
+    _check_enough(kept, report, params.audit.alpha, source)
+    complete = wide[[data.target, *data.features]].notna().all(axis=1)  # target and every feature observed
+    coverage = pd.DataFrame({"all entities": complete.groupby(level="time").mean(),
+                             "kept entities": complete.loc[list(kept)].groupby(level="time").mean()})
+    return Prepared(panel=_build_panel(kept, summaries, times, params), report=pd.DataFrame(report),
+                    coverage=coverage)
+
+
+def _check_window(frame: pd.DataFrame, params: Params, source: str) -> None:
+    """The time window lies inside the data, leaves room for the first lag window, and holds the split in order."""
+    data, split = params.data, params.split
     if not (frame.time.min() <= data.first_time and data.last_time <= frame.time.max()):
         raise PrepError(f"{source}: data.first_time..last_time = {data.first_time}..{data.last_time} is outside "
                         f"the data's time range {frame.time.min()}..{frame.time.max()}")
@@ -143,75 +169,68 @@ def prepare(frame: pd.DataFrame, params: Params, source: str) -> Prepared:
         raise PrepError(f"{source}: split years must satisfy {data.first_time} < val_start ({split.val_start}) < "
                         f"test_start ({split.test_start}) <= {data.last_time}")
 
-    entities = sorted(frame.entity.unique())
-    grid = pd.MultiIndex.from_product([entities, times], names=["entity", "time"])
-    wide = frame.set_index(["entity", "time"]).reindex(grid)
-    report, kept, rows = [], [], {}
-    sequential = [data.target, *data.features]
-    train_times = times[times < split.val_start]
-    for entity in entities:
-        block = wide.loc[entity]
-        observed = block[sequential].notna().all(axis=1)
-        missing = 1 - observed.mean()
-        if block[data.target].isna().all():
-            reason = f"target {data.target} never observed in {data.first_time}..{data.last_time}"
-            if data.strict:
-                raise PrepError(f"{source}: entity '{entity}': {reason}")
-        elif missing > data.max_missing_share:
-            reason = (f"missing share {missing:.2f} > {data.max_missing_share} (years lacking the target or a "
-                      "feature)")
-        else:
-            features = block[list(data.features)].interpolate(method="index", limit_area="inside")
-            if features.isna().any().any():
-                column = features.columns[features.isna().any()][0]
-                reason = f"feature {column} missing at the start or end (no extrapolation)"
-            else:
-                reason = ""
-                values = {}
-                history = block.loc[train_times]
-                for kind, specs in summaries.items():
-                    for spec in specs:
-                        stat, column = parse_summary(spec)
-                        value = _summarise(history[column], stat)
-                        if value == math.inf:
-                            raise PrepError(f"{source}: column '{column}' (a {KIND_NAMES[kind]} given without a "
-                                            f"statistic) varies within entity '{entity}'; use e.g. mean:{column}")
-                        if not np.isfinite(value):
-                            reason = f"no training-window value for {kind} '{spec}'"
-                            break
-                        values[(kind, summary_name(spec))] = value
-                    if reason:
-                        break
-                if not reason:
-                    rows[entity] = (features.to_numpy(), block[data.target].to_numpy(), values)
-        report.append({"entity": entity, "kept": reason == "", "reason": reason or "kept"})
-        if reason == "":
-            kept.append(entity)
 
-    need = min_entities(params.audit.alpha)
+def _clean_entity(block: pd.DataFrame, params: Params, summaries: dict[str, list[str]], source: str, entity: str
+                  ) -> tuple[str, _Kept | None]:
+    """One entity's rows over the panel's times (index: time): the reason it is dropped and None, or "" and what
+    the panel keeps of it."""
+    data = params.data
+    if block[data.target].isna().all():
+        reason = f"target {data.target} never observed in {data.first_time}..{data.last_time}"
+        if data.strict:
+            raise PrepError(f"{source}: entity '{entity}': {reason}")
+        return reason, None
+    missing = 1 - block[[data.target, *data.features]].notna().all(axis=1).mean()
+    if missing > data.max_missing_share:
+        return f"missing share {missing:.2f} > {data.max_missing_share} (years lacking the target or a feature)", None
+    features = block[list(data.features)].interpolate(method="index", limit_area="inside")
+    if features.isna().any().any():
+        return f"feature {features.columns[features.isna().any()][0]} missing at the start or end (no " \
+               "extrapolation)", None
+    history = block.loc[block.index < params.split.val_start]
+    values = {}
+    for kind, spec in ((kind, spec) for kind, specs in summaries.items() for spec in specs):
+        stat, column = parse_summary(spec)
+        if stat == "constant" and history[column].dropna().nunique() > 1:
+            raise PrepError(f"{source}: column '{column}' (a {KIND_NAMES[kind]} given without a statistic) varies "
+                            f"within entity '{entity}'; use e.g. mean:{column}")
+        values[(kind, summary_name(spec))] = _summarise(history[column], stat)
+        if not np.isfinite(values[(kind, summary_name(spec))]):
+            return f"no training-window value for {kind} '{spec}'", None
+    return "", _Kept(features.to_numpy(), block[data.target].to_numpy(), values)
+
+
+def _check_enough(kept: dict, report: list[dict], alpha: float, source: str) -> None:
+    """Enough entities survive for an entity-label permutation test to reach p < alpha."""
+    need = min_entities(alpha)
     if len(kept) < need:
         raise PrepError(f"{source}: only {len(kept)} entities survive cleaning; an entity-label permutation test needs "
-                        f"at least {need} to reach p < {params.audit.alpha}. Drop reasons: "
+                        f"at least {need} to reach p < {alpha}. Drop reasons: "
                         + "; ".join(f"{r['entity']}: {r['reason']}" for r in report if not r["kept"])[:2000])
 
-    def summary_matrix(kind: str) -> np.ndarray:
-        names = [summary_name(s) for s in summaries[kind]]
-        return np.array([[rows[e][2][(kind, n)] for n in names] for e in kept]).reshape(len(kept), len(names))
 
-    stratifiers = pd.DataFrame(summary_matrix("stratifiers"), index=pd.Index(kept, name="entity"),
-                               columns=[summary_name(s) for s in summaries["stratifiers"]])
-    panel = Panel(entities=np.array(kept), times=times,
-                  X=np.stack([rows[e][0] for e in kept]).astype(np.float32),
-                  Y=np.stack([rows[e][1] for e in kept]).astype(np.float32),
-                  P=summary_matrix("proxies").astype(np.float32), S=summary_matrix("static").astype(np.float32),
-                  feature_names=list(data.features), proxy_names=[summary_name(s) for s in summaries["proxies"]],
-                  static_names=[summary_name(s) for s in summaries["static"]], val_start=split.val_start,
-                  test_start=split.test_start, stratifiers=stratifiers,
-                  truth={"kstar_true": summary_matrix("truth")[:, 0]} if summaries["truth"] else {})
-    complete = wide[sequential].notna().all(axis=1)  # target and every feature observed
-    coverage = pd.DataFrame({"all entities": complete.groupby(level="time").mean(),
-                             "kept entities": complete.loc[kept].groupby(level="time").mean()})
-    return Prepared(panel=panel, report=pd.DataFrame(report), coverage=coverage)
+def _build_panel(kept: dict[str, _Kept], summaries: dict[str, list[str]], times: np.ndarray, params: Params
+                 ) -> Panel:
+    """The panel of the kept entities: sequences, targets, and the summaries as proxies, static features,
+    stratifiers and (where given) the true lag."""
+    entities = list(kept)
+
+    def names(kind: str) -> list[str]:
+        return [summary_name(s) for s in summaries[kind]]
+
+    def matrix(kind: str) -> np.ndarray:
+        return np.array([[kept[e].summaries[(kind, n)] for n in names(kind)] for e in entities]).reshape(
+            len(entities), len(names(kind)))
+
+    return Panel(entities=np.array(entities), times=times,
+                 X=np.stack([kept[e].features for e in entities]).astype(np.float32),
+                 Y=np.stack([kept[e].target for e in entities]).astype(np.float32),
+                 P=matrix("proxies").astype(np.float32), S=matrix("static").astype(np.float32),
+                 feature_names=list(params.data.features), proxy_names=names("proxies"),
+                 static_names=names("static"), val_start=params.split.val_start, test_start=params.split.test_start,
+                 stratifiers=pd.DataFrame(matrix("stratifiers"), index=pd.Index(entities, name="entity"),
+                                          columns=names("stratifiers")),
+                 truth={"kstar_true": matrix("truth")[:, 0]} if summaries["truth"] else {})
 
 
 def save(prepared: Prepared, directory: Path, manifest: dict) -> None:
