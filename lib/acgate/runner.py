@@ -11,6 +11,7 @@ occlusion profile (``acgate.occlusion``) for the neural baselines.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -76,13 +77,26 @@ def summarise(preds: pd.DataFrame, table: pd.DataFrame, facts: dict,
 SHUFFLED_PROXIES_SALT = 104_729  # the shuffled_proxies method's permutation differs from a proxy-shuffle domain's
 
 
+@dataclass
+class _Trained:
+    """What a run folder is written from: predictions, lag table, training history, time and device, the facts
+    metrics.json records, and the gate as a function of z (the AC-GATE family)."""
+    preds: pd.DataFrame
+    table: pd.DataFrame
+    history: pd.DataFrame
+    seconds: float
+    device: str
+    facts: dict
+    gate: Callable[[np.ndarray], np.ndarray] | None = None
+
+
 def run_method(panel: Panel, params: Params, method: str, seed: int, runs_root: Path,
                log: Callable[[str], None] = print, retrain: bool = False, bar: bool = False) -> dict:
     """Train ``method`` and write its artifacts to runs/<domain>/seed<NN>/<method>/; returns metrics.json.
 
     A finished run trained under the same parameters (params hash) on the same panel (panel digest) is kept, unless
-    ``retrain``. Progress goes to ``log``, and with ``bar`` to a progress bar (see :func:`fit`). ``metrics.json`` is
-    written last, so an interrupted run leaves nothing that counts as finished.
+    ``retrain``. Progress goes to ``log``, and with ``bar`` to a progress bar (see :func:`acgate.train.fit`).
+    ``metrics.json`` is written last, so an interrupted run leaves nothing that counts as finished.
     ``shuffled_proxies`` is AC-GATE trained on the proxies permuted across entities (one non-identity permutation per
     seed, recorded in the manifest): the comparator that tells a proxy-conditioned gate from a gate that merely has
     more inputs.
@@ -98,31 +112,40 @@ def run_method(panel: Panel, params: Params, method: str, seed: int, runs_root: 
     if method == "shuffled_proxies":
         panel, permutation = panel.with_shuffled_proxies(seed, SHUFFLED_PROXIES_SALT)
         panel.meta["shuffled_proxies_permutation"] = [str(e) for e in panel.entities[permutation]]
-    if method == "grouped_ardl":
-        ardl = baselines.GroupedARDL.fit(panel, params)
-        preds, table, seconds, device = ardl.predictions(), ardl.lag_table(), ardl.seconds, "cpu"
-        history = pd.DataFrame(columns=["epoch", "train_loss", "recon_loss", "val_loss"])  # no iterations
-        facts = {"best_epoch": None, "epochs_run": None, "fit": "closed-form OLS per group", "groups": ardl.groups}
-        atomic_write(out / "coefficients.csv", lambda f: ardl.coefficients.to_csv(f, index=False))
-        gate = None
-    else:
-        result = fit(panel, params, method, seed, log, bar)
-        preds, table, history = predictions(result, panel), lag_table(result, panel), result.history
-        seconds, device = result.seconds, result.device
-        facts = {"best_epoch": result.best_epoch, "epochs_run": result.epochs_run,
-                 "seconds_per_epoch": round(result.seconds / result.epochs_run, 5)}
-        if method == "ganet":
-            with torch.no_grad():
-                facts["gate_density"] = float(result.model(*result.batch.inputs()).gate_density)
-        gate = omega_of_z(result.model) if method in GATE_METHODS else None
-        atomic_write(out / "model.pt", lambda f: torch.save(result.model.state_dict(), f), binary=True)
-    metrics = summarise(preds, table, {**facts, "seconds": round(seconds, 3), "device": device,
-                                       "params_hash": params.digest(), "panel_digest": panel.digest()}, gate)
-    atomic_write(out / "predictions.csv", lambda f: preds.to_csv(f, index=False))
-    atomic_write(out / "lags.csv", lambda f: table.to_csv(f, index=False))
-    atomic_write(out / "history.csv", lambda f: history.to_csv(f, index=False))
-    write_json(out / "manifest.json", manifest(params.to_dict(), seed, device, method=method,
-                                               wall_seconds=round(seconds, 3), panel=panel.meta))
+    trained = (_fit_ardl(panel, params, out) if method == "grouped_ardl"
+               else _fit_neural(panel, params, method, seed, out, log, bar))
+    metrics = summarise(trained.preds, trained.table, {
+        **trained.facts, "seconds": round(trained.seconds, 3), "device": trained.device,
+        "params_hash": params.digest(), "panel_digest": panel.digest()}, trained.gate)
+    atomic_write(out / "predictions.csv", lambda f: trained.preds.to_csv(f, index=False))
+    atomic_write(out / "lags.csv", lambda f: trained.table.to_csv(f, index=False))
+    atomic_write(out / "history.csv", lambda f: trained.history.to_csv(f, index=False))
+    write_json(out / "manifest.json", manifest(params.to_dict(), seed, trained.device, method=method,
+                                               wall_seconds=round(trained.seconds, 3), panel=panel.meta))
     write_json(out / "metrics.json", metrics)
-    log(f"  [{method} seed {seed}] done in {seconds:.1f} s: test MSE {metrics['test']['mse']:.4g}")
+    log(f"  [{method} seed {seed}] done in {trained.seconds:.1f} s: test MSE {metrics['test']['mse']:.4g}")
     return metrics
+
+
+def _fit_ardl(panel: Panel, params: Params, out: Path) -> _Trained:
+    """Grouped ARDL in closed form; its coefficients go to ``coefficients.csv``."""
+    ardl = baselines.GroupedARDL.fit(panel, params)
+    atomic_write(out / "coefficients.csv", lambda f: ardl.coefficients.to_csv(f, index=False))
+    return _Trained(ardl.predictions(), ardl.lag_table(), pd.DataFrame(columns=["epoch", "train_loss", "recon_loss",
+                                                                               "val_loss"]),  # no iterations
+                    ardl.seconds, "cpu", {"best_epoch": None, "epochs_run": None, "fit": "closed-form OLS per group",
+                                          "groups": ardl.groups})
+
+
+def _fit_neural(panel: Panel, params: Params, method: str, seed: int, out: Path, log: Callable[[str], None],
+                bar: bool) -> _Trained:
+    """A neural method trained (:func:`acgate.train.fit`); its weights go to ``model.pt``."""
+    result = fit(panel, params, method, seed, log, bar)
+    facts = {"best_epoch": result.best_epoch, "epochs_run": result.epochs_run,
+             "seconds_per_epoch": round(result.seconds / result.epochs_run, 5)}
+    if method == "ganet":
+        with torch.no_grad():
+            facts["gate_density"] = float(result.model(*result.batch.inputs()).gate_density)
+    atomic_write(out / "model.pt", lambda f: torch.save(result.model.state_dict(), f), binary=True)
+    return _Trained(predictions(result, panel), lag_table(result, panel), result.history, result.seconds,
+                    result.device, facts, omega_of_z(result.model) if method in GATE_METHODS else None)
