@@ -234,7 +234,7 @@ def last_suite() -> dict | None:
             "machine": record["machine"]}
 
 
-def main(argv: list[str] | None = None) -> None:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m acgate.bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--domains", nargs="+", default=["synthetic_linear", "economics"],
                         help="params/<domain>.yaml to time (a real domain without its processed panel is skipped)")
@@ -247,79 +247,91 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", default="runs/bench", help="folder for the JSON record, relative to the project root")
     parser.add_argument("--one", nargs=6, metavar=("DOMAIN", "METHOD", "SEED", "DEVICE", "PROFILE", "REPEATS"),
                         help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = _parser().parse_args(argv)
     if args.one:  # a single timed run in this (fresh) process, as JSON on stdout
         domain, method, seed, device, profile, repeats = args.one
         print(json.dumps(timed_runs(domain, method, int(seed), device, "" if profile == "-" else profile,
                                     int(repeats))))
         return
-
-    root = project_root()
     devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
     record = {"created_utc": datetime.now(UTC).isoformat(timespec="seconds"), "git_sha": git_sha(),
               "machine": machine(), "packages": package_versions(), "repeats": args.repeats, "seed": args.seed,
               "gpu": torch.cuda.get_device_name(0) if "cuda" in devices else None, "profile": args.profile,
-              "runs": []}
-    peak = matmul_peak()
-    record["matmul_peak"] = peak
+              "runs": [], "matmul_peak": matmul_peak()}
+    peak = record["matmul_peak"]
     print(f"single-thread float32 matmul peak: {peak['gflops']:.1f} GFLOP/s (n = {peak['size']}; "
           f"by size {peak['by_size']})", flush=True)
-
     for domain in args.domains:
-        params = _params(domain, args.profile)
-        if params.data is not None and not (root / "data" / "processed" / domain / "panel.json").is_file():
-            print(f"{domain}: skipped, no processed panel (run make paper with its input files first)", flush=True)
-            continue
-        for method in args.methods or params.methods:
-            if method not in params.methods:
-                continue
-            for device in devices if method != "grouped_ardl" else ["cpu"]:
-                summary = _in_fresh_process(domain, method, args.seed, device, args.profile, args.repeats)
-                summary |= {"domain": domain, "method": method, "device": device}
-                record["runs"].append(summary)
-                per_epoch = (f", {summary['seconds_per_epoch']['median'] * 1000:.1f} ms/epoch over "
-                             f"{summary['epochs_run']:.0f} epochs" if "seconds_per_epoch" in summary else "")
-                wall = summary["wall_seconds"]
-                print(f"{domain:20s} {method:14s} {device}: run {wall['median']:.2f} s ({wall['min']:.2f}.."
-                      f"{wall['max']:.2f}){per_epoch}; first run in the process {summary['cold_seconds']:.2f} s; "
-                      f"peak RSS {summary['peak_rss_mb']:.0f} MB", flush=True)
-        if domain.startswith("synthetic") and "acgate" in params.methods:
-            flops = epoch_flops(params, args.seed)
-            timed = next(r for r in record["runs"] if r["domain"] == domain and r["method"] == "acgate"
-                         and r["device"] == "cpu")
-            achieved = flops / timed["seconds_per_epoch"]["median"] / 1e9
-            record["acgate_efficiency"] = {"domain": domain, "gflop_per_epoch": flops / 1e9,
-                                           "achieved_gflops": achieved, "share_of_peak": achieved / peak["gflops"]}
-            print(f"AC-GATE epoch on {domain}: {flops / 1e9:.2f} GFLOP, {achieved:.1f} GFLOP/s achieved = "
-                  f"{achieved / peak['gflops']:.0%} of the matmul peak", flush=True)
+        _time_domain(domain, args, devices, record)
+    record["at_once"] = [_at_once(args, device) for device in devices]
+    record["papermill"] = _papermill(args)
+    record["last_suite"] = _last_suite()
+    out = project_root() / args.out
+    stamp = record["created_utc"].replace(":", "").replace("-", "")
+    write_json(out / f"bench-{stamp}.json", record)
+    write_json(out / "latest.json", record)
+    print(f"written: {out / 'latest.json'}")
 
-    record["at_once"] = []
-    for device in devices:
-        batch = seeds_at_once(args.domains[0], args.seed, device, args.profile, args.at_once)
-        record["at_once"].append(batch)
-        print(f"AC-GATE, {batch['processes']} seeds at once on {device}: {batch['at_once_seconds']:.1f} s against "
-              f"{batch['one_after_another_seconds']:.1f} s one after another: {batch['runs_per_minute_at_once']:.1f} "
-              f"runs/min against {batch['runs_per_minute_one_after_another']:.1f}", flush=True)
+
+def _time_domain(domain: str, args: argparse.Namespace, devices: list[str], record: dict) -> None:
+    """Time every method of ``domain`` on every device (Grouped ARDL on CPU) into ``record["runs"]``, and AC-GATE's
+    arithmetic efficiency on a synthetic domain into ``record["acgate_efficiency"]``."""
+    params = _params(domain, args.profile)
+    if params.data is not None and not (project_root() / "data" / "processed" / domain / "panel.json").is_file():
+        print(f"{domain}: skipped, no processed panel (run make paper with its input files first)", flush=True)
+        return
+    for method in [m for m in args.methods or params.methods if m in params.methods]:
+        for device in devices if method != "grouped_ardl" else ["cpu"]:
+            summary = _in_fresh_process(domain, method, args.seed, device, args.profile, args.repeats)
+            summary |= {"domain": domain, "method": method, "device": device}
+            record["runs"].append(summary)
+            per_epoch = (f", {summary['seconds_per_epoch']['median'] * 1000:.1f} ms/epoch over "
+                         f"{summary['epochs_run']:.0f} epochs" if "seconds_per_epoch" in summary else "")
+            wall = summary["wall_seconds"]
+            print(f"{domain:20s} {method:14s} {device}: run {wall['median']:.2f} s ({wall['min']:.2f}.."
+                  f"{wall['max']:.2f}){per_epoch}; first run in the process {summary['cold_seconds']:.2f} s; "
+                  f"peak RSS {summary['peak_rss_mb']:.0f} MB", flush=True)
+    timed = [r for r in record["runs"] if r["domain"] == domain and r["method"] == "acgate" and r["device"] == "cpu"]
+    if domain.startswith("synthetic") and timed:
+        flops, peak = epoch_flops(params, args.seed), record["matmul_peak"]["gflops"]
+        achieved = flops / timed[0]["seconds_per_epoch"]["median"] / 1e9
+        record["acgate_efficiency"] = {"domain": domain, "gflop_per_epoch": flops / 1e9,
+                                       "achieved_gflops": achieved, "share_of_peak": achieved / peak}
+        print(f"AC-GATE epoch on {domain}: {flops / 1e9:.2f} GFLOP, {achieved:.1f} GFLOP/s achieved = "
+              f"{achieved / peak:.0%} of the matmul peak", flush=True)
+
+
+def _at_once(args: argparse.Namespace, device: str) -> dict:
+    batch = seeds_at_once(args.domains[0], args.seed, device, args.profile, args.at_once)
+    print(f"AC-GATE, {batch['processes']} seeds at once on {device}: {batch['at_once_seconds']:.1f} s against "
+          f"{batch['one_after_another_seconds']:.1f} s one after another: {batch['runs_per_minute_at_once']:.1f} "
+          f"runs/min against {batch['runs_per_minute_one_after_another']:.1f}", flush=True)
+    return batch
+
+
+def _papermill(args: argparse.Namespace) -> dict:
     overhead = papermill_overhead(args.domains[0], args.seed, args.repeats, args.profile)
-    record["papermill"] = overhead
     print(f"Papermill: 03_train (AC-GATE) costs {overhead['notebook_fixed_seconds']:.1f} s besides its training as a "
           f"notebook, against {overhead['direct_fixed_seconds']:.1f} s as a direct call in a fresh process: overhead "
           f"{overhead['overhead_seconds']:.1f} s (paired runs {overhead['overhead_range'][0]:.1f}.."
           f"{overhead['overhead_range'][1]:.1f}); the notebook's time outside its cells (Papermill, the kernel) is "
           f"{overhead['papermill_and_kernel_seconds']:.1f} s, its cells besides training "
           f"{overhead['notebook_cells_seconds']:.1f} s", flush=True)
-    record["last_suite"] = last_suite()
-    if record["last_suite"]:
-        s = record["last_suite"]
-        made = s["runs_made"] or {}
-        print(f"committed tables: {s['runs']} runs made over {made.get('span_minutes', float('nan')):.1f} min "
-              f"({made.get('first_utc')} .. {made.get('last_utc')}; {s['machine']['cores']} cores, "
-              f"{s['machine']['cpu']}; runs at {', '.join(sha[:10] for sha in s['runs_git_sha'])})")
-    out = root / args.out
-    stamp = record["created_utc"].replace(":", "").replace("-", "")
-    write_json(out / f"bench-{stamp}.json", record)
-    write_json(out / "latest.json", record)
-    print(f"written: {out / 'latest.json'}")
+    return overhead
+
+
+def _last_suite() -> dict | None:
+    suite = last_suite()
+    if suite:
+        made = suite["runs_made"] or {}
+        print(f"committed tables: {suite['runs']} runs made over {made.get('span_minutes', float('nan')):.1f} min "
+              f"({made.get('first_utc')} .. {made.get('last_utc')}; {suite['machine']['cores']} cores, "
+              f"{suite['machine']['cpu']}; runs at {', '.join(sha[:10] for sha in suite['runs_git_sha'])})")
+    return suite
 
 
 if __name__ == "__main__":
