@@ -174,7 +174,7 @@ INDEX_STYLE = ("body{font-family:sans-serif;max-width:60em;margin:2em auto}table
 
 
 def _where(notebook: Path) -> tuple[str, str]:
-    """(domain, seed folder or '') of an executed notebook from its place in the layout (README, "Quick start")."""
+    """(domain, seed folder or '') of an executed notebook from its place in the layout (README, "Layout")."""
     parent = notebook.parent
     if parent.name.startswith("seed"):
         return parent.parent.name, parent.name
