@@ -38,6 +38,7 @@ import pandas as pd
 import seaborn as sns
 
 from acgate import prep
+from acgate.layout import panel_dir
 from acgate.notebook import resolve
 from acgate.runs import manifest
 from acgate.sources import input_files
@@ -46,7 +47,7 @@ params, root = resolve(domain, params_file, profile_file)
 frame, source = prep.load_long(params, root)
 prepared = prep.prepare(frame, params, source)
 panel = prepared.panel
-out_dir = root / data_dir / "processed" / params.domain
+out_dir = panel_dir(root / data_dir, params.domain)
 prep.save(prepared, out_dir, manifest(params.to_dict(), seed=-1, device="none", inputs=input_files(params, root)))
 print(f"{params.domain}: {panel.n_entities} of {len(prepared.report)} entities kept, {len(panel.times)} years "
       f"{panel.times[0]}-{panel.times[-1]}; saved to {out_dir}")

@@ -30,7 +30,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import seaborn as sns
 
-from acgate.dgp import load_or_simulate, panel_dir
+from acgate.dgp import load_or_simulate
+from acgate.layout import panel_dir
 from acgate.notebook import resolve
 
 params, root = resolve(domain, params_file, profile_file)

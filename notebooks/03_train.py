@@ -37,10 +37,10 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
+from acgate.layout import method_dir
 from acgate.notebook import resolve
 from acgate.prep import panel_for_training
 from acgate.runner import run_method
-from acgate.runs import method_dir
 
 params, root = resolve(domain, params_file, profile_file)
 to_train = list(methods) or list(params.methods)

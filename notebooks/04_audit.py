@@ -43,12 +43,13 @@ import pandas as pd
 import seaborn as sns
 from IPython.display import display
 
-from acgate.audit import audit_domain, load_entity_info
+from acgate.audit import audit_domain, kstar_with_stratifiers, over_seeds
+from acgate.layout import audit_dir
 from acgate.notebook import resolve
 
 params, root = resolve(domain, params_file, profile_file)
 result = audit_domain(params, root / runs_dir, root / data_dir, seeds, methods)
-out_dir = root / runs_dir / params.domain / "audit"
+out_dir = audit_dir(root / runs_dir, params.domain)
 result.write(out_dir)
 print(f"audited {params.domain}: {result.l0.seed.nunique()} seeds x {result.l0.method.nunique()} methods "
       f"-> {out_dir}")
@@ -95,7 +96,7 @@ pd.concat({"calibrated": pd.DataFrame(result.verdicts).T, "paper": pd.DataFrame(
 # which entities have longer lags.
 
 # %%
-display(result.heldout.round(4))  # noqa: F821 (IPython's display)
+display(result.heldout.round(4))
 result.seed_agreement.round(3)
 
 # %% [markdown]
@@ -103,15 +104,9 @@ result.seed_agreement.round(3)
 # `persistence` (y_hat_t = y_{t-1}) is the floor any forecasting claim must be read against.
 
 # %%
-def mean_sd(values: pd.Series) -> str:
-    return f"{values.mean():.4f} ({values.std():.4f})"
-
-
 layers = result.l0.merge(result.l1, on=["seed", "method"], how="left")  # persistence has no k*
-layers.groupby("method", sort=False).agg(
-    seeds=("seed", "nunique"), test_mse=("mse", mean_sd), test_r2_by_time=("r2_by_time", mean_sd),
-    test_r2_pooled=("r2_pooled", mean_sd), kstar_sd=("kstar_sd", mean_sd),
-    degenerate_paper=("degenerate_paper", "mean"), degenerate_practical=("degenerate_practical", "mean"))
+over_seeds(layers, ["mse", "r2_by_time", "r2_pooled", "kstar_sd"]).join(
+    layers.groupby("method", sort=False)[["degenerate_paper", "degenerate_practical"]].mean())
 
 # %% [markdown]
 # ## L2: stratifier alignment
@@ -145,14 +140,7 @@ ref = params.audit.reference
 kstar = result.kstar_by_entity[result.kstar_by_entity.method == ref]
 strat_names = list(result.l2.stratifier.unique()) if not result.l2.empty else []
 if strat_names:
-    frames = []
-    for seed, g in kstar.groupby("seed"):
-        info = load_entity_info(root / data_dir, params.domain, seed)
-        if info is not None:
-            frames.append(g.set_index("entity").join(info.stratifiers, how="inner"))
-    points = pd.concat(frames)
-    if points.index.duplicated().any() and all(f.index.equals(frames[0].index) for f in frames):
-        points = points.groupby(level=0).mean(numeric_only=True)  # shared entities: seed-mean k*
+    points = kstar_with_stratifiers(kstar, root / data_dir, params.domain)
     fig, axes = plt.subplots(1, len(strat_names), figsize=(3.4 * len(strat_names), 3), squeeze=False)
     for ax, name in zip(axes[0], strat_names, strict=True):
         ax.scatter(points[name], points.kstar, s=6, alpha=0.4)
@@ -167,9 +155,7 @@ if strat_names:
 
 # %%
 if not result.l3.empty:
-    display_l3 = result.l3.groupby("method", sort=False).agg(
-        **{f"{c}": (c, mean_sd) for c in result.l3.columns if c not in ("seed", "method")})
-    display(display_l3)  # noqa: F821 (IPython's display)
+    display(over_seeds(result.l3, [c for c in result.l3.columns if c not in ("seed", "method")]))
     fig, ax = plt.subplots(figsize=(4, 3.5))
     ax.hexbin(kstar.kstar_true, kstar.kstar, gridsize=25, mincnt=1, cmap="viridis")
     top = kstar.kstar_true.max()

@@ -35,8 +35,8 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from IPython.display import Markdown, display
 
-from acgate import diagrams, report
-from acgate.notebook import project_root
+from acgate import diagrams, figures, render, report
+from acgate.layout import project_root
 from acgate.runs import write_json
 
 root = project_root()
@@ -52,7 +52,7 @@ pd.set_option("display.width", 200, "display.max_columns", 30, "display.max_colw
 # %%
 tables, results = report.build_tables(runs_root, domains)
 for name, frame in tables.items():
-    report.write_table(frame, tables_root, name, report.caption(name))
+    render.write_table(frame, tables_root, name, report.caption(name))
 print(f"{len(tables)} tables written to {tables_root}: {', '.join(tables)}")
 skipped = [name for name in report.TABLES if name not in tables]
 print("not supported by these runs:", ", ".join(skipped) or "none")
@@ -60,7 +60,7 @@ print("not supported by these runs:", ", ".join(skipped) or "none")
 # %%
 for name in ("synthetic_summary", "verdict_matrix", "proxy_shuffle", "controlled_comparison"):
     if name in tables:
-        display(Markdown(f"**{name}**: {report.caption(name)}"), report.display(tables[name]))
+        display(Markdown(f"**{name}**: {report.caption(name)}"), render.display(tables[name]))
 
 # %% [markdown]
 # ## Figures
@@ -68,18 +68,18 @@ for name in ("synthetic_summary", "verdict_matrix", "proxy_shuffle", "controlled
 # the real panels, and the two diagrams, each as PNG and PDF.
 
 # %%
-figures = {
-    "case_study": report.case_study_figure(results, data_root),
-    "evidence": report.evidence_figure(tables, results),
-    "forecast_r2": report.forecast_r2_figure(runs_root, results),
+drawn = {
+    "case_study": figures.case_study_figure(results, data_root),
+    "evidence": figures.evidence_figure(tables, results),
+    "forecast_r2": figures.forecast_r2_figure(runs_root, results),
     "use_case": diagrams.use_case(),
     "architecture": diagrams.architecture(),
 }
-for name, fig in figures.items():
+for name, fig in drawn.items():
     if fig is None:
         print(f"{name}: nothing to show for these domains, skipped")
         continue
-    report.save_figure(fig, figures_root, name)
+    figures.save_figure(fig, figures_root, name)
     plt.show()
     plt.close(fig)
 
@@ -108,6 +108,6 @@ else:
 # the report was redone).
 
 # %%
-record = report.run_manifest(runs_root, results, list(tables), [n for n, f in figures.items() if f is not None])
+record = report.run_manifest(runs_root, results, list(tables), [n for n, f in drawn.items() if f is not None])
 write_json(tables_root / "run_manifest.json", record)
 print(json.dumps({k: v for k, v in record.items() if k != "packages"}, indent=1))

@@ -48,9 +48,9 @@ import time
 import pandas as pd
 from IPython.display import display
 
-from acgate import calibration, report
+from acgate import calibration, figures, render
 from acgate.config import load_params
-from acgate.notebook import project_root
+from acgate.layout import project_root
 from acgate.runs import atomic_write
 
 root = project_root()
@@ -81,7 +81,7 @@ print(f"{len(replicates)} replicates in {minutes:.1f} min ({workers} processes)"
 
 # %%
 table = calibration.calibration_table(replicates)
-report.write_table(table, root / tables_dir, "audit_calibration",
+render.write_table(table, root / tables_dir, "audit_calibration",
                    "Audit calibration: share of replicate audits \"supported\" per scenario, rule and layer, with "
                    "95 % Clopper-Pearson intervals.")
 pd.set_option("display.width", 200, "display.max_rows", 200)
@@ -89,7 +89,7 @@ display(table.pivot_table(index=["control", "scenario"], columns=["rule", "layer
 
 # %%
 fig = calibration.calibration_figure(table)
-report.save_figure(fig, root / figures_dir, "audit_calibration")
+figures.save_figure(fig, root / figures_dir, "audit_calibration")
 
 # %% [markdown]
 # ## The targets

@@ -261,3 +261,11 @@ def test_a_real_panel_named_like_a_synthetic_one_is_reported_as_real(tmp_path):
     tables, _ = report.build_tables(tmp_path / "runs", ["synthetic_sales"])
     assert "synthetic_sales_summary" in tables and "synthetic_summary" not in tables
     assert tables["synthetic_sales_summary"].set_index("method").seeds["acgate"] == 3
+
+
+def test_over_seeds_is_mean_and_sample_sd_per_method_in_order():
+    frame = pd.DataFrame({"method": ["tft", "tft", "tft", "acgate", "acgate"], "seed": [0, 1, 2, 0, 1],
+                          "mse": [1.0, 2.0, 4.0, 0.5, 0.5]})
+    table = audit.over_seeds(frame, ["mse"])
+    assert list(table.index) == ["tft", "acgate"] and list(table.seeds) == [3, 2]
+    assert table.mse.tolist() == ["2.3333 (1.5275)", "0.5000 (0.0000)"]  # sd of 1, 2, 4: sqrt(7/3)

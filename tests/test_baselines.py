@@ -11,9 +11,9 @@ import torch
 from acgate import occlusion, runner, train
 from acgate.baselines import GroupedARDL
 from acgate.dgp import simulate
+from acgate.layout import method_dir
 from acgate.models import Output, build, lag_windows
 from acgate.panel import Normalisers, Panel
-from acgate.runs import method_dir
 
 
 def windows(cfg, n=6, steps=12, seed=1):

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from acgate import audit, notebook, report
+from acgate import audit, inputs, notebook, render, report
 from acgate.example import write_example
 from acgate.notebook import execute_notebook, html_view
 
@@ -114,14 +114,14 @@ def test_audit_notebook_writes_the_audit_and_reproduces(suite_runs, suite_audit,
     assert len(checked_cells(suite_audit)) == 1
     result = nbval(suite_audit, workspace)
     assert result.returncode == 0, result.stdout[-3000:]
-    matrix = report.verdict_table(report.audits(suite_runs, ["synthetic_linear", "synthetic_nonlinear"]))
+    matrix = report.verdict_table(inputs.audits(suite_runs, ["synthetic_linear", "synthetic_nonlinear"]))
     assert list(matrix.domain) == ["synthetic_linear"]
     assert list(matrix.iloc[0, 1:]) == [verdicts[rule][k]["verdict"] for k in ("L0", "L1", "L2", "L3")
                                         for rule in ("verdicts_paper", "verdicts")]
 
 
 def test_summary_table_reads_the_audited_runs(suite_runs, suite_audit):
-    summary = report.synthetic_summary(suite_runs, report.audits(suite_runs, ["synthetic_linear"])).set_index("method")
+    summary = report.synthetic_summary(suite_runs, inputs.audits(suite_runs, ["synthetic_linear"])).set_index("method")
     assert list(summary.index) == ["acgate", "no_ac_encoder", "uniform_lag", "no_recon_reg", "shuffled_proxies",
                                    "plain_lstm", "tft", "ganet"]
     assert summary.kstar_kind["acgate"] == "structural" and summary.kstar_kind["tft"] == "diagnostic: occlusion"
@@ -129,7 +129,7 @@ def test_summary_table_reads_the_audited_runs(suite_runs, suite_audit):
     lags = pd.read_csv(suite_runs / "synthetic_linear" / "seed00" / "acgate" / "lags.csv")
     assert summary.mae_lag_centre_mean["acgate"] == pytest.approx((lags.kstar - lags.kstar_true).abs().mean())
     assert np.isnan(summary.mae_lag_centre_sd["acgate"])  # one seed: no sd
-    shown = report.display(summary.reset_index()).set_index("method")
+    shown = render.display(summary.reset_index()).set_index("method")
     assert shown.loc["Uniform-Lag", "spearman_lag_centre"] == "undefined"
     assert shown.loc["AC-GATE", "mae_lag_centre"] == f"{(lags.kstar - lags.kstar_true).abs().mean():.3f}"
 

@@ -14,7 +14,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from acgate import audit, prep, report, runner  # noqa: E402
+from acgate import audit, figures, inputs, prep, render, report, reproduction, runner  # noqa: E402
 from acgate.config import load_params  # noqa: E402
 from acgate.example import write_example  # noqa: E402
 
@@ -63,14 +63,28 @@ def test_an_own_panel_gets_no_paper_only_tables(own_report, own_panel):
 
 def test_the_reproduction_table_has_rows_only_for_paper_domains_that_ran(own_report):
     tables, results = own_report
-    assert report.reproduction(tables, results).empty
+    assert reproduction.reproduction(tables, results).empty
+
+
+def test_the_reproduction_lookup_places_every_paper_number_once():
+    paper = inputs.paper_numbers()
+
+    def numbers(node):  # the paper's numbers (and verdicts) below a section; the case study names its stratifier
+        return sum(numbers(v) if isinstance(v, dict) else k != "stratifier" for k, v in node.items())
+
+    expected = sum(numbers(paper[s]) for s in paper if s not in ("ours", "not_comparable"))
+    table = reproduction.reproduction({}, dict.fromkeys(inputs.paper_domains(paper)), paper)
+    assert len(table) == expected + 4  # the synthetic verdict row stands for both scenarios
+    assert not table.duplicated(["paper_table", "row", "quantity"]).any()
+    numeric = table[table.paper_table != "verdict_matrix"]
+    assert numeric.ours.isna().all() and (table[table.paper_table == "verdict_matrix"].ours == "").all()
 
 
 def test_mean_abs_rho_leaves_out_circular_stratifiers(own_report):
     _, results = own_report
     result = next(iter(results.values()))
     assert result.l2_summary.set_index(["method", "stratifier"]).circular[("acgate", "mean_capacity")]
-    points = report.alignment_points(results).set_index("method")
+    points = figures.alignment_points(results).set_index("method")
     l2 = result.l2[(result.l2.method == "acgate") & (result.l2.stratifier != "mean_capacity")]
     assert points.mean_abs_rho["acgate"] == pytest.approx(l2.rho.abs().mean())
     assert points.persistence_r2["acgate"] == pytest.approx(result.l0.query("method == 'persistence'").r2_by_time
@@ -89,16 +103,16 @@ def legible(fig, smallest=7.0, width=7.2):
 def test_own_panel_figures_are_legible_and_have_no_empty_panel(own_report, own_panel):
     tables, results = own_report
     runs, data, _ = own_panel
-    evidence = report.evidence_figure(tables, results)
+    evidence = figures.evidence_figure(tables, results)
     legible(evidence)
     assert [ax.get_title(loc="left")[0] for ax in evidence.axes] == ["A", "B"]  # no synthetic panel
-    legible(report.case_study_figure(results, data))
-    legible(report.forecast_r2_figure(runs, results))
+    legible(figures.case_study_figure(results, data))
+    legible(figures.forecast_r2_figure(runs, results))
 
 
 def test_case_study_trend_stays_within_the_data_and_panels_share_k_star(own_report, own_panel):
     _, results = own_report
-    fig = report.case_study_figure(results, own_panel[1])
+    fig = figures.case_study_figure(results, own_panel[1])
     for ax in fig.axes:
         (points,), (trend, *_) = ax.collections, ax.lines
         x, y = points.get_offsets().T
@@ -110,7 +124,7 @@ def test_case_study_trend_stays_within_the_data_and_panels_share_k_star(own_repo
 
 def test_quantile_medians_follow_the_ranks():
     x = pd.Series(np.arange(50.0))
-    trend = report.quantile_medians(x, 10 - x / 10)
+    trend = figures.quantile_medians(x, 10 - x / 10)
     assert len(trend) == 5 and trend.y.is_monotonic_decreasing and trend.x.min() >= 0 and trend.x.max() <= 49
 
 
@@ -126,7 +140,7 @@ def l2_frame():
 def test_markdown_keeps_each_columns_precision_and_readable_headers():
     frame = pd.DataFrame({"domain": ["economics", "energy"], "test_r2_by_time": [0.64, 0.646],
                           "mean_diff": [-0.0001, 0.25], "fisher_p_min": [9.9e-22, 0.37]})
-    text = report.markdown_table(frame, "caption")
+    text = render.markdown_table(frame, "caption")
     header, _, *rows = [[cell.strip() for cell in line.split("|")[1:-1]] for line in text.splitlines()[2:]]
     assert header == ["domain", "test R² (per year)", "mean difference", "Fisher p min"]
     assert [r[1] for r in rows] == ["0.640", "0.646"]  # not "0.64" beside "0.646"
@@ -134,17 +148,17 @@ def test_markdown_keeps_each_columns_precision_and_readable_headers():
 
 
 def test_readable_labels_know_the_papers_names_and_fall_back_to_the_id():
-    assert report.readable("mean_log_gdp_per_worker") == "mean log GDP per worker"
-    assert report.readable("trend_hc") == "trend of human capital"
-    assert report.readable("mean_survey_noise") == "mean survey noise"  # a user's own name
-    assert report.readable("region_size") == "region size"
-    assert report.readable("energy_proxy_shuffle") == "energy (proxy shuffle)"
-    assert report.header("parameters_economics") == "parameters, economics"
+    assert render.readable("mean_log_gdp_per_worker") == "mean log GDP per worker"
+    assert render.readable("trend_hc") == "trend of human capital"
+    assert render.readable("mean_survey_noise") == "mean survey noise"  # a user's own name
+    assert render.readable("region_size") == "region size"
+    assert render.readable("energy_proxy_shuffle") == "energy (proxy shuffle)"
+    assert render.header("parameters_economics") == "parameters, economics"
 
 
 def test_a_wide_latex_table_is_split_into_parts_that_repeat_the_row_names(tmp_path):
     frame = l2_frame()
-    paths = report.write_table(frame, tmp_path, "economics_l2", "Economics L2.")
+    paths = render.write_table(frame, tmp_path, "economics_l2", "Economics L2.")
     assert pd.read_csv(paths[0]).columns.tolist() == L2_COLUMNS  # the CSV keeps the machine names
     latex = paths[1].read_text()
     parts = latex.split(r"\par\medskip")[1:]
@@ -162,7 +176,7 @@ def test_every_latex_table_fits_a_page(tmp_path):
                      for c in ("test_mse", "mae_lag_centre", "spearman_lag_centre", "mae_dgp_mean_lag",
                                "spearman_dgp_mean_lag", "kstar_sd")}, "median_seconds": [6.5, 7.1, 25.9]})}
     for name, frame in frames.items():
-        report.write_table(frame, tmp_path, name, f"{name}.")
+        render.write_table(frame, tmp_path, name, f"{name}.")
     body = "\n".join(rf"\input{{{name}.tex}}" for name in frames)
     (tmp_path / "doc.tex").write_text(
         "\\documentclass{article}\\usepackage[T1]{fontenc}\\usepackage{booktabs,longtable}"

@@ -9,7 +9,7 @@ import torch
 
 from acgate import runner, train
 from acgate.dgp import simulate
-from acgate.runs import is_finished, method_dir
+from acgate.layout import is_finished, method_dir
 
 
 @pytest.fixture(scope="module")

@@ -51,7 +51,8 @@ def test_replicates_in_worker_processes_report_while_they_run(small, tmp_path, m
     records = calibration.run_replicates([("lag_free", 0), ("lag_free", 1)], small, tmp_path, jobs=2,
                                          log=lines.append)
     assert sorted(records.replicate) == [0, 1]
-    assert lines[0].startswith("[calibration 0/2] 2 replicates running (")
+    assert lines[0] == "[calibration 0/2] 2 replicates, 2 at a time"
+    assert lines[1].startswith("[calibration 0/2] 2 replicates running (")
     assert [line.split("]")[0] for line in lines if "lag_free replicate" in line] == ["[calibration 1/2",
                                                                                        "[calibration 2/2"]
 

@@ -36,9 +36,10 @@ from scipy import stats
 from acgate import sources, statistics, verdicts
 from acgate.baselines import persistence
 from acgate.config import AuditConfig, Params
+from acgate.layout import RUN_FILES, method_dir, panel_dir, run_folders
 from acgate.metrics import TRUTHS, forecast_metrics, l3_recovery
 from acgate.panel import SPLITS, Panel
-from acgate.runs import RUN_FILES, atomic_write, method_dir, write_json
+from acgate.runs import atomic_write, write_json
 
 WILCOXON_COLUMNS = ["metric", "method", "reference", "n_pairs", "nonzero_pairs", "mean_diff", "median_diff",
                     "hodges_lehmann", "W", "p", "note"]
@@ -139,15 +140,12 @@ def load_runs(runs_root: Path, domain: str, params_hash: str, seeds: list[int], 
                                      panels[seed]))
             except RunRejected as why:
                 excluded.append({"seed": seed, "method": method, "reason": str(why)})
-    for folder in sorted(domain_dir.glob("seed*/*/")):
-        seed = folder.parent.name.removeprefix("seed")
-        if not (seed.isdigit() and folder.name.isidentifier()):
-            continue
-        if int(seed) not in seeds:
-            excluded.append({"seed": int(seed), "method": folder.name,
+    for seed, method, _ in run_folders(runs_root, domain):
+        if seed not in seeds:
+            excluded.append({"seed": seed, "method": method,
                              "reason": f"seed {NOT_ASKED} (seeds {seeds[0]}..{seeds[-1]})"})
-        elif folder.name not in methods:
-            excluded.append({"seed": int(seed), "method": folder.name, "reason": f"method {NOT_ASKED}"})
+        elif method not in methods:
+            excluded.append({"seed": seed, "method": method, "reason": f"method {NOT_ASKED}"})
     excluded = pd.DataFrame(excluded, columns=EXCLUDED_COLUMNS)
     if not runs:
         reasons = "; ".join(f"seed {r.seed:02d} {r.method}: {r.reason}" for r in excluded.head(5).itertuples())
@@ -162,8 +160,7 @@ NOT_ASKED = "not asked for"  # a run folder outside the seeds and methods audite
 def load_panel(data_root: Path, domain: str, seed: int) -> Panel | None:
     """The panel a run was trained on (before any proxy shuffle): the per-seed synthetic panel
     (data/processed/<domain>/seed<NN>/) or the domain's panel (data/processed/<domain>/)."""
-    processed = Path(data_root) / "processed" / domain
-    for directory in (processed / f"seed{seed:02d}", processed):
+    for directory in (panel_dir(data_root, domain, seed), panel_dir(data_root, domain)):
         if (directory / "panel.json").is_file():
             return Panel.load(directory)
     return None
@@ -173,6 +170,31 @@ def load_entity_info(data_root: Path, domain: str, seed: int) -> EntityInfo | No
     """Stratifiers and proxies of the panel a run was trained on."""
     panel = load_panel(data_root, domain, seed)
     return None if panel is None else EntityInfo.from_panel(panel)
+
+
+def kstar_with_stratifiers(kstar_by_entity: pd.DataFrame, data_root: Path, domain: str) -> pd.DataFrame:
+    """One method's k* per entity (rows of ``kstar_by_entity``) beside the stratifiers of the panel each seed trained
+    on: every entity of every seed, or, where the seeds share their entities (a real panel), the seed-mean k*."""
+    frames = []
+    for seed, rows in kstar_by_entity.groupby("seed"):
+        info = load_entity_info(data_root, domain, seed)
+        if info is not None:
+            frames.append(rows.set_index("entity").join(info.stratifiers, how="inner"))
+    if not frames:
+        return pd.DataFrame()
+    points = pd.concat(frames)
+    if points.index.duplicated().any() and all(f.index.equals(frames[0].index) for f in frames):
+        points = points.groupby(level=0).mean(numeric_only=True)
+    return points
+
+
+def over_seeds(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """Per method (in order of appearance): the number of seeds and each column's "mean (sd)" over seeds, as text."""
+    grouped = frame.groupby("method", sort=False)
+    out = pd.DataFrame({"seeds": grouped.seed.nunique()})
+    for column in columns:
+        out[column] = grouped[column].agg(lambda v: f"{v.mean():.4f} ({v.std():.4f})")
+    return out
 
 
 def shares_entities(panels: dict[int, Panel]) -> bool:
@@ -443,46 +465,58 @@ def audit_domain(params: Params, runs_root: Path, data_root: Path, seeds: int = 
     panels = {seed: load_panel(data_root, params.domain, seed) for seed in seed_list}
     runs, excluded = load_runs(runs_root, params.domain, params.digest(), seed_list, list(methods or params.methods),
                                panels)
-    problems = [f"{len(excluded)} run(s) left out of the audit: " + "; ".join(
-        f"seed {r.seed:02d} {r.method}: {r.reason}" for r in excluded.itertuples())] if len(excluded) else []
-    by_method = {m: sorted(r.seed for r in runs if r.method == m) for m in dict.fromkeys(r.method for r in runs)}
-    if len({tuple(s) for s in by_method.values()}) > 1:
-        problems.append("methods have different seeds (" + "; ".join(f"{m}: {s}" for m, s in by_method.items())
-                        + "); paired tests use the seeds both methods have")
     panels = {seed: panels[seed] for seed in sorted({r.seed for r in runs})}
     shared = shares_entities(panels)
     scored = scored_rows(runs, panels, params.model.max_lag)
     l0 = pd.DataFrame([{"seed": seed, "method": method, **forecast_metrics(g.y.to_numpy(), g.y_hat.to_numpy(),
                                                                            g.time.to_numpy())}
                        for (seed, method), g in scored.groupby(["seed", "method"], sort=False)])
-    l1 = pd.DataFrame([{"seed": r.seed, "method": r.method, "kstar_kind": r.lags.kstar_kind.iloc[0],
-                        "kstar_sd": float(r.lags.kstar.std(ddof=0))} for r in runs])
-    l1["degenerate_paper"] = l1.kstar_sd <= cfg.epsilon
-    l1["degenerate_practical"] = l1.kstar_sd <= cfg.practical_sd
-
+    l1 = _l1(runs, cfg)
     info = {seed: EntityInfo.from_panel(panel) for seed, panel in panels.items()}
     proxy_names = {p for e in info.values() for p in e.proxies.columns}
     l2 = _l2_rows(runs, l1, info, cfg)
     l2_summary = _l2_summary(runs, l2, info, proxy_names, cfg, shared) if not l2.empty else pd.DataFrame()
-
-    l3 = pd.DataFrame([{"seed": r.seed, "method": r.method,
-                        **{f"{stat}_{truth}": value for truth, column in TRUTHS.items() if column in r.lags
-                           for stat, value in l3_recovery(r.lags.kstar.to_numpy(), r.lags[column].to_numpy()).items()}}
-                       for r in runs if "kstar_true" in r.lags and r.lags.kstar_true.notna().any()])
-    wilcoxon = _wilcoxon(l0, l3, cfg.reference)
-    heldout = heldout_comparisons(scored, cfg)
+    l3 = _l3(runs)
+    wilcoxon, heldout = _wilcoxon(l0, l3, cfg.reference), heldout_comparisons(scored, cfg)
     agreement = seed_agreement_table(runs, shared)
     columns = ["entity", "seed", "method", "kstar", "kstar_kind", "kstar_true"]
     kstar_by_entity = pd.concat([r.lags.reindex(columns=columns).assign(seed=r.seed, method=r.method)
                                  for r in runs], ignore_index=True)[columns]
-    has_stratifiers = not l2.empty
     return AuditResult(
         params.domain, cfg, l0, l1, l2, l2_summary, l3, wilcoxon, heldout, agreement, kstar_by_entity,
         verdicts=_with_exclusions(verdicts.calibrated_verdicts(cfg, l1, heldout, agreement, l2_summary, l3,
-                                                               wilcoxon, has_stratifiers, shared), excluded),
-        verdicts_paper=verdicts.paper_verdicts(cfg, l1, l2_summary, l3, wilcoxon, has_stratifiers),
-        excluded=excluded, kind=params.kind, shared_entities=shared,
-        problems=problems)
+                                                               wilcoxon, not l2.empty, shared), excluded),
+        verdicts_paper=verdicts.paper_verdicts(cfg, l1, l2_summary, l3, wilcoxon, not l2.empty),
+        excluded=excluded, kind=params.kind, shared_entities=shared, problems=_problems(runs, excluded))
+
+
+def _problems(runs: list[Run], excluded: pd.DataFrame) -> list[str]:
+    """What a reader of the verdicts must know: runs left out, and methods audited on different seeds."""
+    problems = [f"{len(excluded)} run(s) left out of the audit: " + "; ".join(
+        f"seed {r.seed:02d} {r.method}: {r.reason}" for r in excluded.itertuples())] if len(excluded) else []
+    by_method = {m: sorted(r.seed for r in runs if r.method == m) for m in dict.fromkeys(r.method for r in runs)}
+    if len({tuple(s) for s in by_method.values()}) > 1:
+        problems.append("methods have different seeds (" + "; ".join(f"{m}: {s}" for m, s in by_method.items())
+                        + "); paired tests use the seeds both methods have")
+    return problems
+
+
+def _l1(runs: list[Run], cfg: AuditConfig) -> pd.DataFrame:
+    """L1: the spread of k* across entities per seed and method, against the paper's epsilon and the practical sd."""
+    l1 = pd.DataFrame([{"seed": r.seed, "method": r.method, "kstar_kind": r.lags.kstar_kind.iloc[0],
+                        "kstar_sd": float(r.lags.kstar.std(ddof=0))} for r in runs])
+    l1["degenerate_paper"] = l1.kstar_sd <= cfg.epsilon
+    l1["degenerate_practical"] = l1.kstar_sd <= cfg.practical_sd
+    return l1
+
+
+def _l3(runs: list[Run]) -> pd.DataFrame:
+    """L3: MAE and Spearman of k* against each known truth, per seed and method (panels with a true lag only)."""
+    return pd.DataFrame([{"seed": r.seed, "method": r.method,
+                          **{f"{stat}_{truth}": value for truth, column in TRUTHS.items() if column in r.lags
+                             for stat, value in l3_recovery(r.lags.kstar.to_numpy(),
+                                                            r.lags[column].to_numpy()).items()}}
+                         for r in runs if "kstar_true" in r.lags and r.lags.kstar_true.notna().any()])
 
 
 def _with_exclusions(cells: dict, excluded: pd.DataFrame) -> dict:

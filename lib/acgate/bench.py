@@ -42,7 +42,8 @@ import nbformat
 import torch
 
 from acgate.config import Params, load_params
-from acgate.notebook import SINGLE_THREAD, project_root
+from acgate.layout import panel_dir, project_root
+from acgate.notebook import SINGLE_THREAD
 from acgate.runs import git_sha, machine, package_versions, write_json
 
 
@@ -281,7 +282,7 @@ def _time_domain(domain: str, args: argparse.Namespace, devices: list[str], reco
     """Time every method of ``domain`` on every device (Grouped ARDL on CPU) into ``record["runs"]``, and AC-GATE's
     arithmetic efficiency on a synthetic domain into ``record["acgate_efficiency"]``."""
     params = _params(domain, args.profile)
-    if params.data is not None and not (project_root() / "data" / "processed" / domain / "panel.json").is_file():
+    if params.data is not None and not (panel_dir(project_root() / "data", domain) / "panel.json").is_file():
         print(f"{domain}: skipped, no processed panel (run make paper with its input files first)", flush=True)
         return
     for method in [m for m in args.methods or params.methods if m in params.methods]:

@@ -39,9 +39,10 @@ from acgate import audit, dgp, statistics
 from acgate.baselines import persistence
 from acgate.config import Params
 from acgate.lags import lag_frame
+from acgate.layout import audit_dir, method_dir, panel_dir
 from acgate.panel import SPLITS, Panel
 from acgate.runner import run_method
-from acgate.runs import atomic_write, manifest, method_dir, write_json
+from acgate.runs import atomic_write, manifest, write_json
 from acgate.verdicts import LAYERS
 
 MODERATOR_NOISE_SD = 0.12  # sd of the noise on the moderator z ~ U(0, 1) in the stratifier noisy_moderator
@@ -125,14 +126,14 @@ def run_replicate(name: str, replicate: int, params: Params, root: Path) -> dict
         # the lag-free control shares one panel across seeds (like a real panel); the others draw one per seed
         panel_seed = 1_000 * (replicate + 1) + (0 if not scenario.trained else seed)
         panel = draw_panel(name, params, panel_seed)
-        panel.save(data_root / "processed" / params.domain / f"seed{seed:02d}")
+        panel.save(panel_dir(data_root, params.domain, seed))
         if not scenario.trained:
             _write_lag_free_runs(panel, params, seed, runs_root, projection)
             continue
         for method in params.methods:
             run_method(panel, params, method, seed, runs_root, log=lambda _: None)
     result = audit.audit_domain(params, runs_root, data_root)
-    result.write(runs_root / params.domain / "audit")
+    result.write(audit_dir(runs_root, params.domain))
     record = {"scenario": name, "control": scenario.control, "replicate": replicate,
               "seconds": round(time.perf_counter() - start, 2)}
     for rule, found in (("paper", result.verdicts_paper), ("calibrated", result.verdicts)):
@@ -144,7 +145,7 @@ def run_replicate(name: str, replicate: int, params: Params, root: Path) -> dict
     return record
 
 
-HEARTBEAT = 10.0  # seconds: with replicates in worker processes, a line at least this often while they run
+HEARTBEAT = 5.0  # seconds: with replicates in worker processes, a line at least this often while they run
 
 
 def run_replicates(plan: list[tuple[str, int]], params: Params, root: Path, jobs: int = 1,
@@ -153,6 +154,7 @@ def run_replicates(plan: list[tuple[str, int]], params: Params, root: Path, jobs
     per finished replicate (and, with worker processes, one every :data:`HEARTBEAT` seconds without one); one
     record per replicate (see :func:`run_replicate`)."""
     records, start = [], time.perf_counter()
+    log(f"[calibration 0/{len(plan)}] {len(plan)} replicates, {max(jobs, 1)} at a time")
 
     def progress(record: dict) -> None:
         records.append(record)

@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from acgate.config import Params, SyntheticConfig
+from acgate.layout import panel_dir
 from acgate.panel import Panel
 from acgate.runs import write_json
 
@@ -86,10 +87,6 @@ def simulate(cfg: SyntheticConfig, seed: int, val_start: int, test_start: int) -
                  Y=y.astype(np.float32), P=proxies.astype(np.float32), S=static.astype(np.float32),
                  feature_names=["x"], proxy_names=list(PROXY_NAMES), static_names=list(STATIC_NAMES),
                  val_start=val_start, test_start=test_start, stratifiers=stratifiers, truth=truth)
-
-
-def panel_dir(data_root: Path, domain: str, seed: int) -> Path:
-    return Path(data_root) / "processed" / domain / f"seed{seed:02d}"
 
 
 def load_or_simulate(params: Params, seed: int, data_root: Path) -> Panel:

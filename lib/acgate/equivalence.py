@@ -19,7 +19,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from acgate.report import metrics_row
+from acgate.inputs import metrics_row
+from acgate.layout import seed_of
 
 ROUNDING = 1e-5  # relative change allowed where the seeds do not spread
 SUMMARY_METRICS = ("test_mse", "test_r2_by_time", "test_r2_pooled", "kstar_sd", "omega_entropy",
@@ -33,7 +34,7 @@ def run_values(runs_root: Path) -> pd.DataFrame:
     for path in sorted(Path(runs_root).glob("*/seed*/*/metrics.json")):
         row = metrics_row(path)
         rows += [{"domain": path.parents[2].name, "method": path.parent.name,
-                  "seed": int(path.parents[1].name.removeprefix("seed")), "metric": metric, "value": row[metric]}
+                  "seed": seed_of(path.parents[1]), "metric": metric, "value": row[metric]}
                  for metric in SUMMARY_METRICS if row.get(metric) is not None]
     return pd.DataFrame(rows)
 

@@ -57,7 +57,7 @@ def write_example(path: Path, seed: int = 0) -> Path:
 
 
 if __name__ == "__main__":
-    from acgate.notebook import project_root
+    from acgate.layout import project_root
 
     target = Path(sys.argv[1]) if len(sys.argv) > 1 else project_root() / "data" / "raw" / "example_panel.csv"
     print(f"wrote {write_example(target)}")

@@ -33,22 +33,10 @@ import nbformat
 import yaml
 
 from acgate.config import Params, load_params
+from acgate.layout import project_root
 
 # each notebook process does its numerical work on one thread, so N parallel jobs use N cores
 SINGLE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
-
-
-def project_root(start: Path | None = None) -> Path:
-    """The project root: ``$ACGATE_ROOT`` when set, else the nearest folder at or above ``start`` (default:
-    the working directory) holding ``params/`` and ``pyproject.toml``, so notebooks run from the root or
-    from ``notebooks/`` alike."""
-    if os.environ.get("ACGATE_ROOT"):
-        return Path(os.environ["ACGATE_ROOT"]).resolve()
-    here = Path(start or Path.cwd()).resolve()
-    for folder in (here, *here.parents):
-        if (folder / "params").is_dir() and (folder / "pyproject.toml").is_file():
-            return folder
-    raise FileNotFoundError(f"no project root (a folder with params/ and pyproject.toml) at or above {here}")
 
 
 def resolve(domain: str, params_file: str = "", profile_file: str = "") -> tuple[Params, Path]:

@@ -26,6 +26,7 @@ import pandas as pd
 from acgate import sources
 from acgate.config import Params, check_lag_fits
 from acgate.dgp import load_or_simulate
+from acgate.layout import panel_dir
 from acgate.panel import Panel
 from acgate.runs import atomic_write, write_json
 
@@ -245,7 +246,7 @@ def panel_for_training(params: Params, seed: int, data_root: Path) -> Panel:
     01_data_prep) with, for proxy-shuffle domains, this seed's permutation applied and recorded in ``panel.meta``."""
     if params.synthetic is not None:
         return load_or_simulate(params, seed, data_root)
-    directory = Path(data_root) / "processed" / params.domain
+    directory = panel_dir(data_root, params.domain)
     if not (directory / "panel.json").is_file():
         raise FileNotFoundError(f"no processed panel for domain '{params.domain}' in {directory}; run "
                                 f"notebooks/01_data_prep.py, or the workflow: "

@@ -20,11 +20,12 @@ import torch
 
 from acgate import baselines, lags
 from acgate.config import GATE_METHODS, Params
+from acgate.layout import method_dir
 from acgate.metrics import TRUTHS, forecast_metrics, l3_recovery
 from acgate.models import ACGate
 from acgate.occlusion import occlusion_increase, profile_from_increase
 from acgate.panel import SPLITS, Panel
-from acgate.runs import atomic_write, current_metrics, manifest, method_dir, remove_interrupted_writes, write_json
+from acgate.runs import atomic_write, current_metrics, manifest, remove_interrupted_writes, write_json
 from acgate.train import FitResult, fit, predictions
 
 

@@ -1,13 +1,6 @@
-"""Run-artifact layout, atomic writes and provenance manifests.
-
-Layout (docs/audit.md, "Run artifacts")::
-
-    runs/<domain>/seed<NN>/<method>/
-        lags.csv  predictions.csv  history.csv  model.pt  manifest.json  metrics.json
-
-``metrics.json`` is written last, so its presence marks a finished run: an interrupted run leaves
-no ``metrics.json`` and is redone by the next batch.
-"""
+"""Writing run artifacts safely (atomic writes, leftovers of killed writes), which finished run is current, and
+provenance: the code version, package versions and machine every manifest records. Where artifacts live is
+``acgate.layout``; what each one holds is docs/audit.md, "Run artifacts"."""
 
 from __future__ import annotations
 
@@ -22,6 +15,8 @@ from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import IO, Any
+
+from acgate.layout import RUN_FILES
 
 PACKAGES = ("acgate", "torch", "numpy", "pandas", "scipy", "papermill", "jupytext", "matplotlib", "seaborn")
 
@@ -65,17 +60,6 @@ def _jsonable(obj: Any) -> Any:
     if isinstance(obj, Path):
         return str(obj)
     raise TypeError(f"cannot write {type(obj).__name__} to JSON")
-
-
-def method_dir(runs_root: Path, domain: str, seed: int, method: str) -> Path:
-    return Path(runs_root) / domain / f"seed{seed:02d}" / method
-
-
-RUN_FILES = ("metrics.json", "lags.csv", "predictions.csv", "history.csv", "manifest.json")  # what every run writes
-
-
-def is_finished(directory: Path) -> bool:
-    return (Path(directory) / "metrics.json").is_file()
 
 
 def current_metrics(directory: Path, params_hash: str, panel_digest: str) -> dict | None:

@@ -295,7 +295,7 @@ def download(url: str, target: Path, timeout: float = 120.0) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from acgate.notebook import project_root
+    from acgate.layout import project_root
 
     parser = argparse.ArgumentParser(prog="python -m acgate.sources",
                                      description="Download the official input files into the raw-data directory.")

@@ -1,0 +1,241 @@
+"""The paper's figures, drawn from the audits and runs at a page's printed width: the case study (a stratifier
+against AC-GATE's seed-mean k*), the evidence figure (synthetic recovery, stratifier alignment, forecast against
+lag alignment) and the forecast R2 of the real panels; :func:`save_figure` writes each as PNG and PDF. Labels come
+from :func:`acgate.render.readable`.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+
+from acgate import audit as audit_lib
+from acgate.inputs import collect, in_paper_order, of_kind, paper_numbers
+from acgate.layout import panel_dir
+from acgate.render import readable
+from acgate.runs import atomic_write
+from acgate.sources import read_csv_ids
+from acgate.statistics import format_p
+
+
+def save_figure(fig: plt.Figure, directory: Path, name: str) -> list[Path]:
+    """``<name>.png`` and ``<name>.pdf`` in ``directory``, each written atomically."""
+    paths = [Path(directory) / f"{name}.{ext}" for ext in ("png", "pdf")]
+    for path in paths:  # no creation date in the PDF, so an unchanged figure gives an unchanged file
+        atomic_write(path, lambda f, ext=path.suffix[1:]: fig.savefig(f, format=ext, dpi=200, bbox_inches="tight",
+                                                                     metadata={"CreationDate": None} if ext == "pdf"
+                                                                     else None), binary=True)
+    return paths
+
+
+PAGE_WIDTH = 7.0  # inches: figures are drawn at the printed width of a page, so their fonts print at these sizes
+STYLE = {"font.size": 8, "axes.titlesize": 8.5, "axes.labelsize": 8, "xtick.labelsize": 7.5, "ytick.labelsize": 7.5,
+         "legend.fontsize": 7.5, "legend.title_fontsize": 7.5}  # pt; nothing smaller than 7 pt
+COLOURS = sns.color_palette("colorblind")  # colour-blind safe, for every categorical colour
+
+
+def _case_study_panels(results: dict[str, audit_lib.AuditResult], paper: dict) -> list[tuple[str, pd.Series]]:
+    """(domain, AC-GATE's L2 summary row) per case-study panel: per real domain the paper's stratifier, and when
+    that one is circular or absent (a user's panel) the strongest non-circular one."""
+    panels = []
+    for domain, result in results.items():
+        summary = result.l2_summary[result.l2_summary.method == "acgate"] if not result.l2_summary.empty else None
+        if result.kind != "data" or summary is None or summary.empty:
+            continue
+        named = paper["case_study"].get(domain, {}).get("stratifier")
+        chosen = [named] if named in set(summary.stratifier) else []
+        clean = summary[~summary.circular]
+        if (not chosen or summary.set_index("stratifier").circular[named]) and not clean.empty:
+            chosen.append(clean.loc[clean.mean_abs_rho.idxmax(), "stratifier"])
+        panels += [(domain, summary[summary.stratifier == c].iloc[0]) for c in dict.fromkeys(chosen)]
+    return panels
+
+
+def quantile_medians(x: pd.Series, y: pd.Series, bins: int = 5) -> pd.DataFrame:
+    """The median of x and of y within each quantile bin of x: a rank-based trend (as the Spearman rho is) that
+    stays within the data, where a straight line would leave the range k* can take."""
+    groups = pd.qcut(x.rank(method="first"), min(bins, len(x)), labels=False)
+    return pd.DataFrame({"x": x, "y": y}).groupby(groups).median()
+
+
+def case_study_figure(results: dict[str, audit_lib.AuditResult], data_root: Path, paper: dict | None = None
+                      ) -> plt.Figure | None:
+    """Stratifier against the seed-mean AC-GATE k* per entity (paper figure case_study_panel), with the
+    seed-pooled Spearman rho and permutation p of the audit and the median k* per stratifier quintile; the panels
+    share the k* axis. See :func:`_case_study_panels` for which stratifiers."""
+    panels = _case_study_panels(results, paper or paper_numbers())
+    if not panels:
+        return None
+    columns = min(len(panels), 2)
+    rows = math.ceil(len(panels) / columns)
+    with plt.rc_context(STYLE):
+        fig, axes = plt.subplots(rows, columns, figsize=(PAGE_WIDTH * columns / 2, 2.7 * rows), squeeze=False,
+                                 sharey=True, layout="constrained")
+    for ax, (domain, row) in zip(axes.flat, panels, strict=False):
+        kstar = results[domain].kstar_by_entity.query("method == 'acgate'").groupby("entity").kstar.mean()
+        strat = read_csv_ids(panel_dir(data_root, domain) / "stratifiers.csv", ["entity"]).set_index(
+            "entity")[row.stratifier]
+        both = pd.concat([strat.rename("x"), kstar.rename("y")], axis=1, join="inner")
+        trend = quantile_medians(both.x, both.y)
+        with plt.rc_context(STYLE):
+            ax.scatter(both.x, both.y, s=10, alpha=0.7, color=COLOURS[0], linewidths=0, label="entity")
+            ax.plot(trend.x, trend.y, color="black", lw=1.2, marker="o", ms=3, label="median per quintile")
+            circular = (f"\n(circular: ~ proxy {readable(row.closest_proxy)})" if row.circular else
+                        f"\n(proxies predict its ranks, R = {row.proxy_r_joint:.2f})" if row.circular_joint else "")
+            p = format_p(row.pooled_p, results[domain].config.permutations)  # "<= 1/(B+1)" at the floor
+            p = p.replace("<=", "$\\leq$") if p.startswith("<=") else f"= {p}"
+            ax.set(xlabel=f"{readable(row.stratifier)}{circular}",
+                   ylabel="seed-mean $k^\\star$ (AC-GATE)" if ax.get_subplotspec().is_first_col() else "")
+            ax.set_title(f"{readable(domain)}: $\\rho$ = {row.pooled_rho:.2f}, p {p}")
+    for ax in axes.flat[len(panels):]:
+        ax.remove()
+    axes.flat[0].legend(loc="lower right", fontsize=STYLE["legend.fontsize"], frameon=False)
+    return fig
+
+
+def _recovery_panel(ax: plt.Axes, synth: pd.DataFrame, scenarios: list[str]) -> None:
+    """Synthetic recovery: Spearman of k* with the true lag centre per method and scenario (mean, sd over seeds;
+    greys, one per scenario)."""
+    methods = list(dict.fromkeys(synth.method))
+    for j, domain in enumerate(scenarios):
+        rows = synth[synth.domain == domain].set_index("method").reindex(methods)
+        y = np.arange(len(methods)) + (j - (len(scenarios) - 1) / 2) * 0.38
+        ax.barh(y, rows.spearman_lag_centre_mean.fillna(0), height=0.38, xerr=rows.spearman_lag_centre_sd.fillna(0),
+                color=("0.3", "0.65")[j % 2], label=readable(domain).removeprefix("synthetic "),
+                error_kw={"lw": 0.8, "capsize": 2, "ecolor": "black"})
+    undefined = synth.groupby("method").spearman_lag_centre_mean.apply(lambda v: v.isna().all())
+    for i, method in enumerate(methods):
+        if undefined[method]:
+            ax.text(0.02, i, "undefined ($k^\\star$ constant)", va="center", fontsize=7, color="0.35")
+    ax.set_yticks(np.arange(len(methods)), [readable(m) for m in methods])
+    ax.invert_yaxis()
+    ax.set(xlim=(0, 1.05), xlabel="Spearman($k^\\star$, true lag centre)")
+    ax.legend(title="scenario", loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, frameon=False)
+
+
+def _stratifier_panel(ax: plt.Axes, mine: pd.DataFrame) -> None:
+    """AC-GATE's mean |rho| per stratifier (colour: domain; hatched and light: circular), with its share of seeds
+    p < .05."""
+    domains = list(dict.fromkeys(mine.domain))
+    y = np.arange(len(mine))
+    for yy, r in zip(y, mine.itertuples(), strict=True):
+        colour = COLOURS[domains.index(r.domain) % 10]
+        ax.barh(yy, r.mean_abs_rho, color=_lighter(colour) if r.circular else colour, edgecolor=colour,
+                hatch="////" if r.circular else None, lw=0.8)
+        ax.text(r.mean_abs_rho + 0.02, yy, f"{r.share_p_below_alpha:.0%}", va="center", fontsize=7)
+    ax.set_yticks(y, [readable(s) for s in mine.stratifier])
+    ax.invert_yaxis()
+    handles = [plt.Rectangle((0, 0), 1, 1, color=COLOURS[i % 10]) for i in range(len(domains))]
+    handles.append(plt.Rectangle((0, 0), 1, 1, facecolor="white", edgecolor="0.3", hatch="////"))
+    ax.legend(handles, [*map(readable, domains), "circular (a proxy)"], loc="upper center",
+              bbox_to_anchor=(0.5, -0.2), ncol=3, frameon=False)
+    ax.set(xlim=(0, 1.2), xticks=(0, 0.5, 1), xlabel="mean |$\\rho$| over seeds (at the bar: share of seeds p < .05)")
+
+
+def _lighter(colour) -> tuple[float, float, float]:
+    return tuple(1 - 0.45 * (1 - c) for c in colour)
+
+
+def alignment_points(results: dict[str, audit_lib.AuditResult]) -> pd.DataFrame:
+    """Per real domain (and proxy-shuffle twin) and method with a tested k*: mean test R2 over seeds and mean |rho|
+    over its non-circular stratifiers and seeds (a circular one duplicates a proxy, so it would count the proxies'
+    alignment as the lags'), with the domain's persistence R2."""
+    points = []
+    for domain, result in results.items():
+        if result.kind == "synthetic" or result.l2.empty:
+            continue
+        circular = set(result.l2_summary[result.l2_summary.circular].stratifier)
+        tested = result.l2[result.l2.skipped.isna() & ~result.l2.stratifier.isin(circular)]
+        rho = tested.assign(abs_rho=tested.rho.abs()).groupby("method", sort=False).abs_rho.mean()
+        r2 = result.l0.groupby("method").r2_by_time.mean()
+        points += [{"domain": domain, "method": m, "test_r2": r2.get(m, math.nan), "mean_abs_rho": v,
+                    "persistence_r2": r2.get("persistence", math.nan)} for m, v in rho.items()]
+    return pd.DataFrame(points, columns=["domain", "method", "test_r2", "mean_abs_rho", "persistence_r2"])
+
+
+def _forecast_panel(ax: plt.Axes, points: pd.DataFrame) -> None:
+    """Forecast (test R2) against lag alignment per method and domain, with each domain's persistence R2."""
+    methods = list(dict.fromkeys(in_paper_order(points).method))
+    markers = dict(zip(dict.fromkeys(points.domain), "oXsP^v<>", strict=False))
+    for row in points.itertuples():
+        ax.scatter(row.test_r2, row.mean_abs_rho, color=COLOURS[methods.index(row.method) % 10],
+                   marker=markers[row.domain], s=30, edgecolor="white", lw=0.4)
+    floors = points.dropna(subset=["persistence_r2"]).groupby("persistence_r2", sort=False).domain.first()
+    styles = dict(zip(floors.index, ("--", ":", "-."), strict=False))  # a twin shares its domain's floor
+    for r2, style in styles.items():
+        ax.axvline(r2, color="0.3", ls=style, lw=0.9)
+    handles = ([plt.Line2D([], [], color=COLOURS[i % 10], marker="o", ls="") for i in range(len(methods))]
+               + [plt.Line2D([], [], color="0.3", marker=m, ls="") for m in markers.values()]
+               + [plt.Line2D([], [], color="0.3", ls=style, lw=0.9) for style in styles.values()])
+    labels = ([readable(m) for m in methods] + [readable(d) for d in markers]
+              + [f"persistence, {readable(floors[r2])}" for r2 in styles])
+    ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    ax.set(xlabel="test $R^2$ (L0)", ylabel="mean |Spearman($k^\\star$, stratifier)|\n(non-circular stratifiers, L2)")
+
+
+def evidence_figure(tables: dict[str, pd.DataFrame], results: dict[str, audit_lib.AuditResult]) -> plt.Figure | None:
+    """The evidence figure (paper figure compact_evidence_panel), with the panels the domains support: synthetic
+    recovery (L3) and AC-GATE's alignment per stratifier (L2) side by side, and below them forecast (L0) against
+    lag alignment per method and real domain, beside the persistence forecast. Lettered in reading order; None
+    when the domains support no panel."""
+    synth = tables.get("synthetic_summary", pd.DataFrame())
+    scenarios = [d for d in ("synthetic_linear", "synthetic_nonlinear") if not synth.empty and d in set(synth.domain)]
+    l2 = [t.assign(domain=name.removesuffix("_l2")) for name, t in tables.items()
+          if name.endswith("_l2") and results.get(name.removesuffix("_l2"), None) is not None
+          and results[name.removesuffix("_l2")].kind == "data"]
+    mine = pd.concat(l2, ignore_index=True).query("method == 'acgate'") if l2 else pd.DataFrame()
+    points = alignment_points(results).dropna(subset=["mean_abs_rho"])
+    top = [n for n, shown in (("recovery", scenarios), ("stratifiers", not mine.empty)) if shown]
+    rows = [top] if top else []
+    if not points.empty:
+        rows.append(["forecast"] * max(len(top), 1))
+    if not rows:
+        return None
+    titles = {"recovery": "synthetic recovery (L3)", "stratifiers": "stratifier alignment (AC-GATE, L2)",
+              "forecast": "forecast vs lag alignment (L0, L2)"}
+    with plt.rc_context(STYLE):
+        fig, axes = plt.subplot_mosaic(rows, figsize=(PAGE_WIDTH, 3.1 * len(rows)), layout="constrained",
+                                       width_ratios=[0.8, 1.2] if len(top) == 2 else None)
+        for letter, name in zip("ABC", dict.fromkeys(n for row in rows for n in row), strict=False):
+            ax = axes[name]
+            if name == "recovery":
+                _recovery_panel(ax, synth[synth.domain.isin(scenarios)], scenarios)
+            elif name == "stratifiers":
+                _stratifier_panel(ax, mine)
+            else:
+                _forecast_panel(ax, points)
+            ax.set_title(f"{letter}  {titles[name]}", loc="left", fontweight="bold")
+    return fig
+
+
+def forecast_r2_figure(runs_root: Path, results: dict[str, audit_lib.AuditResult]) -> plt.Figure | None:
+    """Test R2 (by time, the paper's) per method and seed on the real panels, with the persistence forecast
+    as a dashed line (paper figure r2_floor)."""
+    domains = of_kind(results, "data")
+    if not domains:
+        return None
+    with plt.rc_context(STYLE):
+        fig, axes = plt.subplots(1, len(domains), figsize=(min(PAGE_WIDTH, 3.5 * len(domains)), 3.2), squeeze=False,
+                                 sharey=True, layout="constrained")
+        for ax, domain in zip(axes[0], domains, strict=True):
+            runs = in_paper_order(collect(runs_root, results[domain]))
+            runs["label"] = runs.method.map(readable)
+            state = np.random.get_state()  # seaborn jitters with numpy's global generator: fix it, then restore it
+            np.random.seed(0)
+            sns.stripplot(data=runs, x="test_r2_by_time", y="label", ax=ax, size=2.5, alpha=0.6, jitter=0.2,
+                          color=COLOURS[0])
+            np.random.set_state(state)
+            sns.pointplot(data=runs, x="test_r2_by_time", y="label", ax=ax, errorbar=None, color="black",
+                          markers="|", markersize=10, linestyles="none")
+            floor = results[domain].l0.query("method == 'persistence'").r2_by_time
+            if len(floor):
+                ax.axvline(floor.iloc[0], ls="--", color="0.3", lw=1, label="persistence")
+                ax.legend(loc="lower left", frameon=False)
+            ax.axvline(0, color="black", lw=0.5)
+            ax.set(xlabel="test $R^2$ (per-year cross-section,\nmean over years)", ylabel="", title=readable(domain))
+    return fig

@@ -1,0 +1,69 @@
+"""Where everything lives on disk, the one place that spells it out:
+
+    <root>/                                  the project root (params/ and pyproject.toml)
+    <data>/processed/<domain>/               a real domain's panel (01_data_prep)
+    <data>/processed/<domain>/seed<NN>/      a synthetic domain's panel of one seed (02_synthetic_dgp)
+    <runs>/<domain>/seed<NN>/<method>/       one run (03_train): RUN_FILES, metrics.json last
+    <runs>/<domain>/audit/                   a domain's audit (04_audit)
+
+``<data>`` is ``data`` and ``<runs>`` is ``runs`` for the paper's grid; notebooks and the workflow take them as
+parameters. A run is finished when its ``metrics.json`` exists: it is written last, so an interrupted run leaves
+none and is redone by the next batch.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+RUN_FILES = ("metrics.json", "lags.csv", "predictions.csv", "history.csv", "manifest.json")  # what every run writes
+
+
+def project_root(start: Path | None = None) -> Path:
+    """The project root: ``$ACGATE_ROOT`` when set, else the nearest folder at or above ``start`` (default:
+    the working directory) holding ``params/`` and ``pyproject.toml``, so notebooks run from the root or
+    from ``notebooks/`` alike."""
+    if os.environ.get("ACGATE_ROOT"):
+        return Path(os.environ["ACGATE_ROOT"]).resolve()
+    here = Path(start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / "params").is_dir() and (folder / "pyproject.toml").is_file():
+            return folder
+    raise FileNotFoundError(f"no project root (a folder with params/ and pyproject.toml) at or above {here}")
+
+
+def panel_dir(data_root: Path, domain: str, seed: int | None = None) -> Path:
+    """The processed panel of a real domain (``seed`` None) or of one seed of a synthetic domain."""
+    directory = Path(data_root) / "processed" / domain
+    return directory if seed is None else directory / seed_folder(seed)
+
+
+def seed_folder(seed: int) -> str:
+    return f"seed{seed:02d}"
+
+
+def seed_of(folder: Path) -> int:
+    """The seed of a ``seed<NN>`` folder."""
+    return int(Path(folder).name.removeprefix("seed"))
+
+
+def method_dir(runs_root: Path, domain: str, seed: int, method: str) -> Path:
+    return Path(runs_root) / domain / seed_folder(seed) / method
+
+
+def audit_dir(runs_root: Path, domain: str) -> Path:
+    return Path(runs_root) / domain / "audit"
+
+
+def run_folders(runs_root: Path, domain: str) -> Iterator[tuple[int, str, Path]]:
+    """(seed, method, folder) of every run folder of ``domain``, finished or not, in seed and method order (folders
+    not named like a seed and a method are not runs)."""
+    for folder in sorted((Path(runs_root) / domain).glob("seed*/*/")):
+        if re.fullmatch(r"seed\d+", folder.parent.name) and folder.name.isidentifier():
+            yield seed_of(folder.parent), folder.name, folder
+
+
+def is_finished(directory: Path) -> bool:
+    return (Path(directory) / "metrics.json").is_file()
