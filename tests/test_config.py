@@ -42,7 +42,7 @@ def test_overlay_changes_only_what_it_names(smoke_params):
 
 def test_unknown_key_names_the_key_and_the_allowed_keys(tmp_path):
     data = base()
-    data["model"]["max_lags"] = 10
+    data.setdefault("model", {})["max_lags"] = 10
     with pytest.raises(ParamsError, match=r"unknown key 'model.max_lags'.*allowed keys in model: .*max_lag"):
         load_params(write(tmp_path, data))
     data = base()
@@ -53,7 +53,7 @@ def test_unknown_key_names_the_key_and_the_allowed_keys(tmp_path):
 
 def test_lag_too_long_for_the_training_window(tmp_path):
     data = base()
-    data["model"]["max_lag"] = 22
+    data.setdefault("model", {})["max_lag"] = 22
     with pytest.raises(ParamsError, match=r"model.max_lag = 22 is too long .*22 steps.*must be in 1\.\.21"):
         load_params(write(tmp_path, data))
 
@@ -61,7 +61,7 @@ def test_lag_too_long_for_the_training_window(tmp_path):
 @pytest.mark.parametrize("value", [0, -1.0, "one"])
 def test_non_positive_temperature(tmp_path, value):
     data = base()
-    data["model"]["temperature"] = value
+    data.setdefault("model", {})["temperature"] = value
     with pytest.raises(ParamsError, match=r"model.temperature = .* must be a number > 0 \(tau"):
         load_params(write(tmp_path, data))
 
@@ -81,14 +81,14 @@ def test_non_positive_temperature(tmp_path, value):
 ])
 def test_out_of_range_values(tmp_path, section, key, value, allowed):
     data = base()
-    (data[section] if section else data)[key] = value
+    (data.setdefault(section, {}) if section else data)[key] = value
     with pytest.raises(ParamsError, match=allowed):
         load_params(write(tmp_path, data))
 
 
 def test_full_share_is_allowed(tmp_path):
     data = base()
-    data["audit"]["l1_min_share"] = 1.0
+    data.setdefault("audit", {})["l1_min_share"] = 1.0
     assert load_params(write(tmp_path, data)).audit.l1_min_share == 1.0
 
 
