@@ -46,6 +46,30 @@ def test_ganet_gates_are_relaxed_in_training_and_binary_at_evaluation(smoke_para
     assert (out.internal[out.gates == 0] == 0).all()
 
 
+def test_ganet_with_folded_embedding_is_embedding_then_projecting(smoke_params):
+    """GA-Net folds its lag embedding into the gate, key and value projections and takes the scores and values
+    from the lags directly: the same function of the same parameters as the textbook order (embed every lag, then
+    project it), written out here, up to float32 rounding."""
+    cfg = smoke_params.model
+    torch.manual_seed(0)
+    model = build(cfg, "ganet", 6, 2, 3, 2).eval()
+    with torch.no_grad():  # non-zero embedding biases, so the folded biases are exercised too
+        model.lag_embedding.bias.normal_()
+    lags, proxies, static, index = windows(cfg)
+    embedded = model.lag_embedding(lags)  # (N, T', K, d)
+    query = model.query(torch.cat(model.backbone.entity_context(static, index), dim=-1))
+    hidden = torch.tanh(model.gate_embedding(embedded) + model.gate_query(query)[:, None, None])
+    logits = model.gate_out(hidden).squeeze(-1)
+    gates = (logits > 0).float()
+    gates = torch.where(gates.sum(-1, keepdim=True) > 0, gates, torch.ones_like(gates))
+    scores = (model.key(embedded) * query[:, None, None]).sum(-1) / cfg.hidden ** 0.5
+    attention = gates * scores.exp() / (gates * scores.exp()).sum(-1, keepdim=True)
+    context = (attention[..., None] * model.value(embedded)).sum(dim=2)
+    out = model(lags, proxies, static, index)
+    torch.testing.assert_close(out.internal, attention, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(out.y_hat, model.backbone(context, static, index), rtol=1e-5, atol=1e-6)
+
+
 def test_tft_needs_hidden_divisible_by_heads(smoke_params):
     cfg = dataclasses.replace(smoke_params.model, hidden=18, attention_heads=4)
     with pytest.raises(ValueError, match="model.hidden = 18 must be divisible by model.attention_heads = 4"):
