@@ -105,9 +105,12 @@ else:
 # What produced these tables: the report's code version and machine, and the training runs the audits took (their
 # code versions and when they were made; runs an audit left out are in the `excluded_runs` table), and the workflow
 # invocation that ended here: its start, wall time to this report, and how many of the runs it made (0 when only
-# the report was redone).
+# the report was redone). When that invocation made every run (a whole `make paper`), its wall time is also kept in
+# `tables/suite_times.json`, one entry per device and machine, so the CPU and GPU suite times stand side by side.
 
 # %%
 record = report.run_manifest(runs_root, results, list(tables), [n for n, f in drawn.items() if f is not None])
 write_json(tables_root / "run_manifest.json", record)
+times_file = tables_root / "suite_times.json"
+write_json(times_file, report.suite_times(record, json.loads(times_file.read_text()) if times_file.is_file() else {}))
 print(json.dumps({k: v for k, v in record.items() if k != "packages"}, indent=1))

@@ -185,3 +185,20 @@ def test_every_latex_table_fits_a_page(tmp_path):
                           text=True)
     assert done.returncode == 0, done.stdout[-2000:]
     assert "Overfull \\hbox" not in (tmp_path / "doc.log").read_text()  # 6.5 in of text width
+
+
+def test_suite_times_keep_the_last_whole_suite_per_device():
+    def record(devices, made, wall, cores=2):
+        return {"domains": {"a": {"runs": 30}, "b": {"runs": 10}}, "devices": devices, "training_seconds_total": 99.0,
+                "machine": {"cores": cores, "cpu": "Some CPU"}, "runs_git_sha": ["abc"], "created_utc": f"t{wall}",
+                "workflow": {"wall_minutes_to_report": wall, "runs_made_in_this_invocation": made}}
+
+    cpu = report.suite_times(record(["cpu"], 40, 31.5), {})
+    assert cpu == {"cpu on 2 cores (Some CPU)": {"wall_minutes": 31.5, "runs": 40, "training_seconds_total": 99.0,
+                                                  "runs_git_sha": ["abc"], "finished_utc": "t31.5"}}
+    assert report.suite_times(record(["cpu"], 0, 0.4), cpu) == cpu  # only the report redone: not a suite time
+    assert report.suite_times(record(["cpu"], 12, 9.0), cpu) == cpu  # a few runs redone
+    both = report.suite_times(record(["cuda (NVIDIA H100)"], 40, 2.5, cores=16), cpu)
+    assert both["cpu on 2 cores (Some CPU)"] == cpu["cpu on 2 cores (Some CPU)"]
+    assert both["cuda (NVIDIA H100) on 16 cores (Some CPU)"]["wall_minutes"] == 2.5
+    assert report.suite_times(record(["cpu"], 40, 29.0), both)["cpu on 2 cores (Some CPU)"]["wall_minutes"] == 29.0

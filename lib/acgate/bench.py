@@ -225,14 +225,16 @@ def papermill_overhead(domain: str, seed: int, repeats: int, profile: str = "") 
 def last_suite() -> dict | None:
     """The runs behind the committed tables (``tables/run_manifest.json``): how many, and the span from the first
     to the last run's creation, which is the full suite's wall time when one invocation made them all (the
-    manifest's ``workflow`` entry says whether the last invocation did, or only redid the report)."""
-    path = project_root() / "tables" / "run_manifest.json"
+    manifest's ``workflow`` entry says whether the last invocation did, or only redid the report); and the wall
+    time of the last whole ``make paper`` per device and machine (``tables/suite_times.json``)."""
+    tables = project_root() / "tables"
+    path, times = tables / "run_manifest.json", tables / "suite_times.json"
     if not path.is_file():
         return None
     record = json.loads(path.read_text())
     return {"runs": sum(d["runs"] for d in record["domains"].values()), "runs_made": record.get("runs_made"),
             "runs_git_sha": record["runs_git_sha"], "last_invocation": record["workflow"],
-            "machine": record["machine"]}
+            "machine": record["machine"], "per_device": json.loads(times.read_text()) if times.is_file() else {}}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -332,6 +334,9 @@ def _last_suite() -> dict | None:
         print(f"committed tables: {suite['runs']} runs made over {made.get('span_minutes', float('nan')):.1f} min "
               f"({made.get('first_utc')} .. {made.get('last_utc')}; {suite['machine']['cores']} cores, "
               f"{suite['machine']['cpu']}; runs at {', '.join(sha[:10] for sha in suite['runs_git_sha'])})")
+        for device, entry in suite["per_device"].items():
+            print(f"last whole make paper on {device}: {entry['wall_minutes']:.1f} min for {entry['runs']} runs "
+                  f"(training {entry['training_seconds_total'] / 60:.1f} core-min; {entry['finished_utc']})")
     return suite
 
 

@@ -291,6 +291,7 @@ def run_manifest(runs_root: Path, results: dict[str, audit_lib.AuditResult], tab
         "domains": {d: {"seeds": int(r.l1.seed.nunique()), "runs": len(r.l1), "excluded_runs": len(r.excluded)}
                     for d, r in results.items()},
         "runs_git_sha": sorted({m["git_sha"] for m in manifests}),
+        "devices": sorted({m["device"] + (f" ({m['gpu']})" if m.get("gpu") else "") for m in manifests}),
         "training_seconds_total": round(sum(seconds), 1),
         "runs_made": {"first_utc": min(created), "last_utc": max(created),
                       "span_minutes": round((datetime.fromisoformat(max(created))
@@ -305,6 +306,20 @@ def run_manifest(runs_root: Path, results: dict[str, audit_lib.AuditResult], tab
         },
         "tables": sorted(tables), "figures": sorted(figures),
     }
+
+
+def suite_times(record: dict, previous: dict) -> dict:
+    """The full suite's wall time per device (``tables/suite_times.json``): ``previous`` with the entry of this
+    manifest's devices and machine replaced when its workflow invocation made every run the tables use (a whole
+    ``make paper``, not a rerun of the report or of a few runs); otherwise ``previous`` unchanged."""
+    flow, runs = record["workflow"], sum(d["runs"] for d in record["domains"].values())
+    if flow["wall_minutes_to_report"] is None or flow["runs_made_in_this_invocation"] != runs:
+        return previous
+    machine = record["machine"]
+    key = f"{', '.join(record['devices'])} on {machine['cores']} cores ({machine['cpu']})"
+    return {**previous, key: {"wall_minutes": flow["wall_minutes_to_report"], "runs": runs,
+                              "training_seconds_total": record["training_seconds_total"],
+                              "runs_git_sha": record["runs_git_sha"], "finished_utc": record["created_utc"]}}
 
 
 DOMAIN_TABLES = {  # <domain>_<suffix>: the caption of the per-domain tables of panels the paper does not name

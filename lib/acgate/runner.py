@@ -121,7 +121,8 @@ def run_method(panel: Panel, params: Params, method: str, seed: int, runs_root: 
     atomic_write(out / "predictions.csv", lambda f: trained.preds.to_csv(f, index=False))
     atomic_write(out / "lags.csv", lambda f: trained.table.to_csv(f, index=False))
     atomic_write(out / "history.csv", lambda f: trained.history.to_csv(f, index=False))
-    write_json(out / "manifest.json", manifest(params.to_dict(), seed, trained.device, method=method,
+    gpu = torch.cuda.get_device_name(trained.device) if trained.device.startswith("cuda") else None
+    write_json(out / "manifest.json", manifest(params.to_dict(), seed, trained.device, method=method, gpu=gpu,
                                                wall_seconds=round(trained.seconds, 3), panel=panel.meta))
     write_json(out / "metrics.json", metrics)
     log(f"  [{method} seed {seed}] done in {trained.seconds:.1f} s: test MSE {metrics['test']['mse']:.4g}")
