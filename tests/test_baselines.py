@@ -46,18 +46,21 @@ def test_ganet_gates_are_relaxed_in_training_and_binary_at_evaluation(smoke_para
     assert (out.internal[out.gates == 0] == 0).all()
 
 
-def test_ganet_with_folded_embedding_is_embedding_then_projecting(smoke_params):
+@pytest.mark.parametrize("context", [True, False], ids=["query from entity and statics", "no query"])
+def test_ganet_with_folded_embedding_is_embedding_then_projecting(smoke_params, context):
     """GA-Net folds its lag embedding into the gate, key and value projections and takes the scores and values
     from the lags directly: the same function of the same parameters as the textbook order (embed every lag, then
     project it), written out here, up to float32 rounding."""
-    cfg = smoke_params.model
+    cfg = smoke_params.model if context else dataclasses.replace(smoke_params.model, entity_embedding=0)
     torch.manual_seed(0)
-    model = build(cfg, "ganet", 6, 2, 3, 2).eval()
+    model = build(cfg, "ganet", 6, 2, 3, 2 if context else 0).eval()
     with torch.no_grad():  # non-zero embedding biases, so the folded biases are exercised too
         model.lag_embedding.bias.normal_()
     lags, proxies, static, index = windows(cfg)
+    static = static if context else static[:, :0]
     embedded = model.lag_embedding(lags)  # (N, T', K, d)
-    query = model.query(torch.cat(model.backbone.entity_context(static, index), dim=-1))
+    query = (model.query(torch.cat(model.backbone.entity_context(static, index), dim=-1)) if context
+             else torch.zeros(6, cfg.hidden))
     hidden = torch.tanh(model.gate_embedding(embedded) + model.gate_query(query)[:, None, None])
     logits = model.gate_out(hidden).squeeze(-1)
     gates = (logits > 0).float()

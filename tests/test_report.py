@@ -202,3 +202,8 @@ def test_suite_times_keep_the_last_whole_suite_per_device():
     assert both["cpu on 2 cores (Some CPU)"] == cpu["cpu on 2 cores (Some CPU)"]
     assert both["cuda (NVIDIA H100) on 16 cores (Some CPU)"]["wall_minutes"] == 2.5
     assert report.suite_times(record(["cpu"], 40, 29.0), both)["cpu on 2 cores (Some CPU)"]["wall_minutes"] == 29.0
+    partial = record(["cpu"], 40, 12.0)
+    partial["workflow"]["skipped_domains"] = {"energy": "input files missing", "economics": "input files missing"}
+    both = report.suite_times(partial, cpu)
+    assert both["cpu on 2 cores (Some CPU), without economics, energy"]["wall_minutes"] == 12
+    assert both["cpu on 2 cores (Some CPU)"]["wall_minutes"] == 31.5

@@ -99,8 +99,9 @@ def epoch_flops(params: Params, seed: int = 0, method: str = "acgate") -> float:
 
     hooks = [m.register_forward_hook(record) for m in model.modules() if isinstance(m, torch.nn.LSTM)]
     with FlopCounterMode(display=False) as counter:
-        out = model(*batch.inputs())
-        task = masked_mse(out.y_hat, batch.y, batch.masks["train"])
+        train_batch = batch.through("train")  # as fit's training step: the steps up to the last training target
+        out = model(*train_batch.inputs())
+        task = masked_mse(out.y_hat, train_batch.y, train_batch.masks["train"])
         recon = recon_loss(out.p_hat, batch.proxies, cfg.recon_anchor_weight) if out.p_hat is not None else 0
         (task + model.recon_weight * recon).backward()
         model.eval()
@@ -336,7 +337,7 @@ def _last_suite() -> dict | None:
               f"{suite['machine']['cpu']}; runs at {', '.join(sha[:10] for sha in suite['runs_git_sha'])})")
         for device, entry in suite["per_device"].items():
             print(f"last whole make paper on {device}: {entry['wall_minutes']:.1f} min for {entry['runs']} runs "
-                  f"(training {entry['training_seconds_total'] / 60:.1f} core-min; {entry['finished_utc']})")
+                  f"(training runs {entry['training_seconds_total'] / 60:.1f} min summed; {entry['finished_utc']})")
     return suite
 
 

@@ -291,7 +291,8 @@ def run_manifest(runs_root: Path, results: dict[str, audit_lib.AuditResult], tab
         "domains": {d: {"seeds": int(r.l1.seed.nunique()), "runs": len(r.l1), "excluded_runs": len(r.excluded)}
                     for d, r in results.items()},
         "runs_git_sha": sorted({m["git_sha"] for m in manifests}),
-        "devices": sorted({m["device"] + (f" ({m['gpu']})" if m.get("gpu") else "") for m in manifests}),
+        "devices": sorted({m["device"] + (f" ({m['gpu']})" if m.get("gpu") else "") for m in manifests
+                           if m.get("method") != "grouped_ardl"}),  # the neural runs' (Grouped ARDL is numpy)
         "training_seconds_total": round(sum(seconds), 1),
         "runs_made": {"first_utc": min(created), "last_utc": max(created),
                       "span_minutes": round((datetime.fromisoformat(max(created))
@@ -311,12 +312,14 @@ def run_manifest(runs_root: Path, results: dict[str, audit_lib.AuditResult], tab
 def suite_times(record: dict, previous: dict) -> dict:
     """The full suite's wall time per device (``tables/suite_times.json``): ``previous`` with the entry of this
     manifest's devices and machine replaced when its workflow invocation made every run the tables use (a whole
-    ``make paper``, not a rerun of the report or of a few runs); otherwise ``previous`` unchanged."""
+    ``make paper``, not a rerun of the report or of a few runs); otherwise ``previous`` unchanged. A suite that
+    skipped domains (their input files missing) is a suite of its own: the key names what it left out."""
     flow, runs = record["workflow"], sum(d["runs"] for d in record["domains"].values())
     if flow["wall_minutes_to_report"] is None or flow["runs_made_in_this_invocation"] != runs:
         return previous
-    machine = record["machine"]
-    key = f"{', '.join(record['devices'])} on {machine['cores']} cores ({machine['cpu']})"
+    machine, skipped = record["machine"], sorted(flow.get("skipped_domains") or {})
+    key = (f"{', '.join(record['devices'])} on {machine['cores']} cores ({machine['cpu']})"
+           + (f", without {', '.join(skipped)}" if skipped else ""))
     return {**previous, key: {"wall_minutes": flow["wall_minutes_to_report"], "runs": runs,
                               "training_seconds_total": record["training_seconds_total"],
                               "runs_git_sha": record["runs_git_sha"], "finished_utc": record["created_utc"]}}
