@@ -184,23 +184,3 @@ def test_validation_pass_through_the_last_validation_step_is_bit_identical(smoke
         whole = result.model(*result.batch.inputs()).y_hat
         part = result.model(*cut.inputs()).y_hat
     assert torch.equal(part, whole[:, : cut.lags.shape[1]])
-
-
-@pytest.mark.parametrize("method", ["acgate", "plain_lstm", "tft", "ganet"])
-def test_the_training_step_on_the_steps_the_loss_sees_has_the_same_loss_and_gradient(smoke_params, panel, method):
-    """Training computes only the steps up to the last training target: the objective and its gradient are those of
-    the whole batch (in evaluation mode, so that dropout and GA-Net's relaxed gates draw nothing)."""
-    torch.manual_seed(0)
-    result = train.fit(panel, smoke_params, method, 0, quiet)
-    cut = result.batch.through("train")
-    assert not cut.masks["val"].any() and cut.masks["train"].sum() == result.batch.masks["train"].sum()
-
-    def loss_and_gradient(batch):
-        result.model.zero_grad()
-        loss = train.masked_mse(result.model(*batch.inputs()).y_hat, batch.y, batch.masks["train"])
-        loss.backward()
-        return loss.detach(), torch.cat([p.grad.flatten() for p in result.model.parameters() if p.grad is not None])
-
-    whole, part = loss_and_gradient(result.batch), loss_and_gradient(cut)
-    torch.testing.assert_close(part[0], whole[0], rtol=1e-6, atol=0)
-    torch.testing.assert_close(part[1], whole[1], rtol=1e-5, atol=1e-7)

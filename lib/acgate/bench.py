@@ -99,9 +99,8 @@ def epoch_flops(params: Params, seed: int = 0, method: str = "acgate") -> float:
 
     hooks = [m.register_forward_hook(record) for m in model.modules() if isinstance(m, torch.nn.LSTM)]
     with FlopCounterMode(display=False) as counter:
-        train_batch = batch.through("train")  # as fit's training step: the steps up to the last training target
-        out = model(*train_batch.inputs())
-        task = masked_mse(out.y_hat, train_batch.y, train_batch.masks["train"])
+        out = model(*batch.inputs())
+        task = masked_mse(out.y_hat, batch.y, batch.masks["train"])
         recon = recon_loss(out.p_hat, batch.proxies, cfg.recon_anchor_weight) if out.p_hat is not None else 0
         (task + model.recon_weight * recon).backward()
         model.eval()

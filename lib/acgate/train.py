@@ -69,11 +69,10 @@ class Batch:
 
     def through(self, split: str) -> Batch:
         """The batch cut after the last target step of ``split``. Every model is causal in the target steps
-        (an LSTM, and TFT's attention is masked to earlier steps), so its predictions up to there are the same
-        function of the weights as from the whole batch: the training step computes only the steps up to the last
-        training target (the loss sees no later step), and the validation pass of every epoch not the test steps.
-        (Dropout and GA-Net's relaxed gates draw random numbers for the steps computed, so cutting changes the draws,
-        not the model.)"""
+        (an LSTM, and TFT's attention is masked to earlier steps), so its predictions up to there are the same,
+        to the bit, as from the whole batch; the validation pass of every epoch does not compute the test steps.
+        (The training step computes the whole batch: dropout and GA-Net's relaxed gates draw random numbers for
+        every step computed, so a cut training step would draw others, and the grid's verdicts moved with them.)"""
         steps = int(self.masks[split].any(dim=0).nonzero().max()) + 1
         return Batch(lags=self.lags[:, :steps], y=self.y[:, :steps],
                      masks={s: m[:, :steps] for s, m in self.masks.items()}, proxies=self.proxies,
@@ -123,13 +122,13 @@ def fit(panel: Panel, params: Params, method: str, seed: int, log: Callable[[str
     # fused: one kernel updates every parameter (the per-parameter loop costs as much as the step of a small model)
     optimiser = torch.optim.Adam(model.parameters(), lr=tcfg.lr, fused=True)
 
-    train_batch, val_batch = batch.through("train"), batch.through("val")
+    val_batch = batch.through("val")
     rows, best_val, best_epoch, best_state, stale = [], float("inf"), 0, None, 0
     start = time.perf_counter()
     with tqdm(total=tcfg.max_epochs, desc=f"{method} seed {seed}", unit="epoch", file=sys.stdout, mininterval=1.0,
               disable=not bar) as progress:
         for epoch in range(1, tcfg.max_epochs + 1):
-            task, recon = _train_step(model, optimiser, train_batch, params)
+            task, recon = _train_step(model, optimiser, batch, params)
             val = _validation_loss(model, val_batch)
             if not (np.isfinite(val) and np.isfinite(task)):
                 raise TrainingError(f"[{method} seed {seed}] a loss is not finite at epoch {epoch} (training {task}, "
