@@ -131,17 +131,18 @@ def test_the_grid_ends_in_the_report_and_the_html_view(grid):
         for ext in ("csv", "tex", "md"):
             assert (tables / f"{name}.{ext}").is_file(), f"{name}.{ext}"
     for name in ("evidence", "use_case", "architecture") + (("case_study", "forecast_r2") if REAL else ()):
-        assert (figures / f"{name}.png").stat().st_size > 10_000 and (figures / f"{name}.pdf").is_file()
+        assert (figures / f"{name}.png").stat().st_size > 10_000 and (figures / f"{name}.pdf").is_file(), name
     summary = pd.read_csv(tables / "synthetic_summary.csv")
-    assert (summary[summary.domain == "synthetic_linear"].seeds == 2).all()
+    assert (summary[summary.domain == "synthetic_linear"].seeds == 2).all(), summary[["domain", "method", "seeds"]]
     index = (workdir / GRID / "html" / "index.html").read_text()
-    assert index.count("03_train</a>") == 4 and "05_report</a>" in index
+    assert index.count("03_train</a>") == 4 and "05_report</a>" in index, index
     calibration = pd.read_csv(tables / "audit_calibration.csv")
-    assert set(calibration.scenario) == {"lag_free"} and (calibration.replicates == 2).all()
+    assert set(calibration.scenario) == {"lag_free"} and (calibration.replicates == 2).all(), calibration
     assert (figures / "audit_calibration.png").is_file()
     assert (workdir / GRID / "html" / GRID / "synthetic_linear" / "seed01" / "03_train.html").is_file()
-    assert "workflow finished in" in log
-    assert re.search(r"synthetic_linear/seed00: \[tft seed 0\] done in [\d.]+ s", log)  # the killed seed, rerun
+    assert "workflow finished in" in log, log[-3000:]
+    rerun = [line for line in log.splitlines() if "synthetic_linear/seed00:" in line]
+    assert any(re.search(r"\[tft seed 0\] done in [\d.]+ s", line) for line in rerun), rerun  # the killed seed
 
 
 def test_a_finished_grid_is_not_rerun_and_a_changed_params_file_is(grid, tmp_path):
