@@ -119,7 +119,7 @@ def fit(panel: Panel, params: Params, method: str, seed: int, log: Callable[[str
     norm = Normalisers.fit(panel)
     batch = Batch.build(panel, norm, cfg.max_lag, device)
     model = build(cfg, method, panel.n_entities, panel.X.shape[2], panel.P.shape[1], panel.S.shape[1]).to(device)
-    # fused: one kernel updates every parameter (the per-parameter loop costs as much as the step of a small model)
+    # fused: one kernel updates every parameter (the per-parameter loop is a visible share of a small model's step)
     optimiser = torch.optim.Adam(model.parameters(), lr=tcfg.lr, fused=True)
 
     val_batch = batch.through("val")
