@@ -10,6 +10,8 @@ import torch
 from acgate import runner, train
 from acgate.dgp import simulate
 from acgate.layout import is_finished, method_dir
+from acgate.models import build
+from acgate.panel import Normalisers
 
 
 @pytest.fixture(scope="module")
@@ -184,3 +186,28 @@ def test_validation_pass_through_the_last_validation_step_is_bit_identical(smoke
         whole = result.model(*result.batch.inputs()).y_hat
         part = result.model(*cut.inputs()).y_hat
     assert torch.equal(part, whole[:, : cut.lags.shape[1]])
+
+
+@pytest.mark.parametrize("method", ["acgate", "plain_lstm", "tft", "ganet"])
+def test_the_cut_training_step_draws_the_whole_batchs_noise_and_gives_its_gradient(smoke_params, panel, method):
+    """The training step computes the steps up to the last training target and draws its dropout and relaxed-gate
+    noise for the whole batch: the generator ends where the whole batch's step leaves it, and the losses and
+    gradients are the whole batch's. Drawn for the computed steps only, the generator ends elsewhere (so the next
+    step draws other numbers: the noise is there and the test can tell)."""
+    cfg = smoke_params.model
+    batch = train.Batch.build(panel, Normalisers.fit(panel), cfg.max_lag, torch.device("cpu"))
+    cut = batch.through("train")
+    assert cut.y.shape[1] < batch.y.shape[1]
+
+    def step(b, noise_steps=None):
+        torch.manual_seed(3)
+        model = build(cfg, method, panel.n_entities, panel.X.shape[2], panel.P.shape[1], panel.S.shape[1])
+        losses = train._train_step(model, torch.optim.SGD(model.parameters(), lr=0.0), b, smoke_params, noise_steps)
+        grads = [torch.zeros_like(p) if p.grad is None else p.grad for p in model.parameters()]
+        return losses, grads, torch.get_rng_state()
+
+    whole, same, other = step(batch), step(cut, noise_steps=batch.y.shape[1]), step(cut)
+    assert torch.equal(same[2], whole[2]) and not torch.equal(other[2], whole[2])
+    np.testing.assert_allclose(same[0], whole[0], rtol=1e-6)
+    for a, b in zip(same[1], whole[1], strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)

@@ -74,7 +74,8 @@ def lstm_flops(input_size: int, hidden: int, layers: int, batch: int, steps: int
 
 def epoch_flops(params: Params, seed: int = 0, method: str = "acgate") -> float:
     """Floating-point operations of one training epoch of ``method`` as ``train.fit`` runs it: the training
-    forward and backward pass and the validation forward pass (through the last validation step). Matrix
+    forward and backward pass (through the last training target) and the validation forward pass (through the last
+    validation step). Matrix
     products outside the LSTM are counted by PyTorch's FlopCounterMode; the fused LSTM kernel is not visible to
     it, so its products are counted from the shapes it is called with (:func:`lstm_flops`; backward = twice forward)."""
     from torch.utils.flop_counter import FlopCounterMode
@@ -99,8 +100,9 @@ def epoch_flops(params: Params, seed: int = 0, method: str = "acgate") -> float:
 
     hooks = [m.register_forward_hook(record) for m in model.modules() if isinstance(m, torch.nn.LSTM)]
     with FlopCounterMode(display=False) as counter:
-        out = model(*batch.inputs())
-        task = masked_mse(out.y_hat, batch.y, batch.masks["train"])
+        train_batch = batch.through("train")
+        out = model(*train_batch.inputs(), noise_steps=batch.y.shape[1])
+        task = masked_mse(out.y_hat, train_batch.y, train_batch.masks["train"])
         recon = recon_loss(out.p_hat, batch.proxies, cfg.recon_anchor_weight) if out.p_hat is not None else 0
         (task + model.recon_weight * recon).backward()
         model.eval()

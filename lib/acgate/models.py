@@ -21,11 +21,17 @@ Baselines (all with the same d, LSTM depth, dropout, entity embedding and static
   lag inputs, gated residual networks, LSTM, static enrichment, interpretable multi-head attention, gating;
 - ``ganet``: GA-Net (Xue, Li, Zhang 2020): an auxiliary network gives each lag position a gate, relaxed Bernoulli
   (Gumbel-sigmoid) while training and thresholded at evaluation; attention renormalised over the open positions.
+
+Training noise (dropout, GA-Net's relaxed gates) is drawn for the whole batch's steps even when a forward pass
+computes only the first T' of them (``noise_steps``): the training step stops at the last training target (every
+model is causal in the target steps), and drawing the noise of the steps it leaves out keeps the random draws,
+and so the training path, those of the whole batch.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -56,6 +62,63 @@ def _mlp(n_in: int, hidden: int, n_out: int) -> nn.Sequential:
     return nn.Sequential(nn.Linear(n_in, hidden), nn.Tanh(), nn.Linear(hidden, n_out))
 
 
+def step_noise(x: Tensor, noise_steps: int | None, draw: Callable[[Tensor], Tensor], time_major: bool = False
+               ) -> Tensor:
+    """Random numbers for x (N, T', ...): ``draw`` fills a tensor shaped like x with ``noise_steps`` steps on axis 1
+    (laid out (steps, N, ...) when ``time_major``, as nn.LSTM's dropout draws them), and its first T' steps are
+    returned (N, T', ...). The generator advances as for the whole batch, and the steps computed get its numbers."""
+    steps = noise_steps or x.shape[1]
+    shape = (steps, x.shape[0], *x.shape[2:]) if time_major else (x.shape[0], steps, *x.shape[2:])
+    noise = draw(x.new_empty(shape))
+    return (noise.transpose(0, 1) if time_major else noise)[:, :x.shape[1]]
+
+
+def dropout(x: Tensor, p: float, training: bool, noise_steps: int | None = None, time_major: bool = False) -> Tensor:
+    """Dropout of x (N, T', ...) with its mask drawn for ``noise_steps`` steps (:func:`step_noise`); the same
+    numbers as ``nn.functional.dropout`` for the whole batch on the CPU (a test checks it)."""
+    if not training or p == 0.0:
+        return x
+    return x * step_noise(x, noise_steps, lambda t: t.bernoulli_(1 - p).div_(1 - p), time_major)
+
+
+class StepDropout(nn.Dropout):
+    """nn.Dropout whose mask is drawn for the whole batch's steps (:func:`dropout`); for tensors with a step axis
+    (axis 1) when ``noise_steps`` is given, any tensor otherwise."""
+
+    def forward(self, x: Tensor, noise_steps: int | None = None) -> Tensor:
+        return dropout(x, self.p, self.training, noise_steps)
+
+
+class StackedLSTM(nn.Module):
+    """A stacked LSTM (batch first) run one layer at a time, with dropout between layers drawn for the whole batch's
+    steps (:func:`dropout`, time-major as nn.LSTM draws it): the same function, initial weights and random numbers as
+    ``nn.LSTM(n_in, hidden, layers, batch_first=True, dropout=p)`` (a test checks it), whose ``state_dict`` it
+    also loads (runs written before it)."""
+
+    def __init__(self, n_in: int, hidden: int, layers: int, dropout: float):
+        super().__init__()
+        self.layers = nn.ModuleList(nn.LSTM(n_in if i == 0 else hidden, hidden, batch_first=True)
+                                    for i in range(layers))
+        self.dropout = dropout if layers > 1 else 0.0
+        self.register_load_state_dict_pre_hook(self._from_nn_lstm)
+
+    @staticmethod
+    def _from_nn_lstm(module, state_dict, prefix, *_):
+        """Keys of an nn.LSTM (``weight_ih_l1``) renamed to this module's (``layers.1.weight_ih_l0``)."""
+        for key in [k for k in state_dict if k.startswith(prefix) and not k.startswith(prefix + "layers.")]:
+            name, layer = key[len(prefix):].rsplit("_l", 1)
+            state_dict[f"{prefix}layers.{layer}.{name}_l0"] = state_dict.pop(key)
+
+    def forward(self, x: Tensor, state: tuple[Tensor, Tensor] | None = None, noise_steps: int | None = None
+                ) -> Tensor:
+        """x (N, T', n_in), state (h0, c0) each (layers, N, hidden) -> the last layer's outputs (N, T', hidden)."""
+        for i, layer in enumerate(self.layers):
+            if i:
+                x = dropout(x, self.dropout, self.training, noise_steps, time_major=True)
+            x, _ = layer(x, None if state is None else (state[0][i:i + 1], state[1][i:i + 1]))
+        return x
+
+
 class Backbone(nn.Module):
     """Entity embedding, static projection, an optional initial state from a conditioning vector, a stacked LSTM
     over the target steps and a linear head."""
@@ -67,8 +130,7 @@ class Backbone(nn.Module):
         self.static_proj = nn.Linear(n_static, cfg.static_embedding) if n_static else None
         self.init_state = nn.Linear(init_dim, 2 * cfg.lstm_layers * cfg.hidden) if init_dim else None
         n_in = n_step + cfg.entity_embedding + (cfg.static_embedding if n_static else 0)
-        self.lstm = nn.LSTM(n_in, cfg.hidden, cfg.lstm_layers, batch_first=True,
-                            dropout=cfg.dropout if cfg.lstm_layers > 1 else 0.0)
+        self.lstm = StackedLSTM(n_in, cfg.hidden, cfg.lstm_layers, cfg.dropout)
         self.head = nn.Linear(cfg.hidden, 1)
 
     def entity_context(self, static: Tensor, entity_index: Tensor) -> list[Tensor]:
@@ -79,7 +141,8 @@ class Backbone(nn.Module):
             parts.append(self.static_proj(static))
         return parts
 
-    def forward(self, steps: Tensor, static: Tensor, entity_index: Tensor, init: Tensor | None = None) -> Tensor:
+    def forward(self, steps: Tensor, static: Tensor, entity_index: Tensor, init: Tensor | None = None,
+                noise_steps: int | None = None) -> Tensor:
         """steps (N, T', n_step) -> y_hat (N, T')."""
         n, length = steps.shape[:2]
         parts = [steps] + [p[:, None, :].expand(n, length, -1) for p in self.entity_context(static, entity_index)]
@@ -87,8 +150,7 @@ class Backbone(nn.Module):
         if self.init_state is not None:
             h0, c0 = torch.tanh(self.init_state(init)).view(n, 2, self.cfg.lstm_layers, -1).permute(1, 2, 0, 3)
             state = (h0.contiguous(), c0.contiguous())
-        hidden, _ = self.lstm(torch.cat(parts, dim=-1), state)
-        return self.head(hidden).squeeze(-1)
+        return self.head(self.lstm(torch.cat(parts, dim=-1), state, noise_steps)).squeeze(-1)
 
 
 class ACGate(nn.Module):
@@ -122,14 +184,17 @@ class ACGate(nn.Module):
             return torch.full_like(logits, 1.0 / self.cfg.max_lag)
         return torch.softmax((logits - self.cfg.position_penalty * self.position) / self.cfg.temperature, dim=-1)
 
-    def forward(self, lags: Tensor, proxies: Tensor, static: Tensor, entity_index: Tensor) -> Output:
-        """lags (N, T-K, K, F), proxies (N, M), static (N, D), entity_index (N,) -> predictions for steps K..T-1."""
+    def forward(self, lags: Tensor, proxies: Tensor, static: Tensor, entity_index: Tensor,
+                noise_steps: int | None = None) -> Output:
+        """lags (N, T', K, F), proxies (N, M), static (N, D), entity_index (N,) -> predictions for target steps
+        K..K+T'-1; training noise drawn for ``noise_steps`` target steps (default T'; see the module docstring)."""
         z = self.score(proxies)
         omega = self.lag_weights(z)
         p_hat = self.recon_head(z.detach() if self.cfg.recon_detach else z)
         # h is affine, so sum_k omega_k h(x_{t-k}) = h(sum_k omega_k x_{t-k}): aggregate first, project once
         context = self.lag_proj(torch.einsum("ntkf,nk->ntf", lags, omega))  # c: (N, T-K, d)
-        return Output(y_hat=self.backbone(context, static, entity_index, init=z), omega=omega, z=z, p_hat=p_hat)
+        return Output(y_hat=self.backbone(context, static, entity_index, init=z, noise_steps=noise_steps), omega=omega,
+                      z=z, p_hat=p_hat)
 
 
 class PlainLSTM(nn.Module):
@@ -143,9 +208,10 @@ class PlainLSTM(nn.Module):
         self.window_proj = nn.Linear(cfg.max_lag * n_features, cfg.hidden)
         self.backbone = Backbone(cfg, n_entities, n_static, cfg.hidden)
 
-    def forward(self, lags: Tensor, proxies: Tensor, static: Tensor, entity_index: Tensor) -> Output:
+    def forward(self, lags: Tensor, proxies: Tensor, static: Tensor, entity_index: Tensor,
+                noise_steps: int | None = None) -> Output:
         steps = self.window_proj(lags.flatten(start_dim=2))
-        return Output(y_hat=self.backbone(steps, static, entity_index))
+        return Output(y_hat=self.backbone(steps, static, entity_index, noise_steps=noise_steps))
 
 
 class LagEmbedding(nn.Module):
@@ -171,13 +237,13 @@ class GRN(nn.Module):
         self.glu = nn.Linear(d, 2 * d_out)
         self.skip = nn.Linear(d_in, d_out) if d_in != d_out else nn.Identity()
         self.norm = nn.LayerNorm(d_out)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = StepDropout(dropout)
 
-    def forward(self, a: Tensor, c: Tensor | None = None) -> Tensor:
+    def forward(self, a: Tensor, c: Tensor | None = None, noise_steps: int | None = None) -> Tensor:
         h = self.fc1(a)
         if self.context is not None and c is not None:
             h = h + self.context(c)
-        h = self.dropout(self.fc2(nn.functional.elu(h)))
+        h = self.dropout(self.fc2(nn.functional.elu(h)), noise_steps)
         value, gate = self.glu(h).chunk(2, dim=-1)
         return self.norm(self.skip(a) + value * torch.sigmoid(gate))
 
@@ -189,10 +255,10 @@ class GateAddNorm(nn.Module):
         super().__init__()
         self.glu = nn.Linear(d, 2 * d)
         self.norm = nn.LayerNorm(d)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = StepDropout(dropout)
 
-    def forward(self, x: Tensor, residual: Tensor) -> Tensor:
-        value, gate = self.glu(self.dropout(x)).chunk(2, dim=-1)
+    def forward(self, x: Tensor, residual: Tensor, noise_steps: int | None = None) -> Tensor:
+        value, gate = self.glu(self.dropout(x, noise_steps)).chunk(2, dim=-1)
         return self.norm(residual + value * torch.sigmoid(gate))
 
 
@@ -214,7 +280,7 @@ class TFT(nn.Module):
         self.static_contexts = nn.ModuleList(GRN(d, d, d, p) for _ in range(4))  # selection, enrichment, h0, c0
         self.selection_weights = GRN(K * d, d, K, p, d_context=d)
         self.lag_transform = GRN(d, d, d, p)  # shared across lag positions
-        self.lstm = nn.LSTM(d, d, cfg.lstm_layers, batch_first=True, dropout=p if cfg.lstm_layers > 1 else 0.0)
+        self.lstm = StackedLSTM(d, d, cfg.lstm_layers, p)
         self.post_lstm = GateAddNorm(d, p)
         self.enrichment = GRN(d, d, d, p, d_context=d)
         self.heads, self.head_dim = cfg.attention_heads, d // cfg.attention_heads
@@ -227,26 +293,27 @@ class TFT(nn.Module):
         self.post_ff = GateAddNorm(d, p)
         self.head = nn.Linear(d, 1)
 
-    def forward(self, lags: Tensor, proxies: Tensor, static: Tensor, entity_index: Tensor) -> Output:
+    def forward(self, lags: Tensor, proxies: Tensor, static: Tensor, entity_index: Tensor,
+                noise_steps: int | None = None) -> Output:
         n, length, K = lags.shape[:3]
         statics = [proxies, static] + ([self.entity_embedding(entity_index)] if self.entity_embedding else [])
         s = self.static_input(torch.cat(statics, dim=-1))
         c_select, c_enrich, c_h, c_c = (grn(s) for grn in self.static_contexts)
         embedded = self.lag_embedding(lags)  # (N, T', K, d)
         weights = torch.softmax(self.selection_weights(embedded.flatten(start_dim=2),
-                                                       c_select[:, None, :].expand(n, length, -1)), dim=-1)
-        selected = torch.einsum("ntk,ntkd->ntd", weights, self.lag_transform(embedded))
+                                                       c_select[:, None, :].expand(n, length, -1), noise_steps), dim=-1)
+        selected = torch.einsum("ntk,ntkd->ntd", weights, self.lag_transform(embedded, noise_steps=noise_steps))
         state = tuple(c[None].expand(self.cfg.lstm_layers, -1, -1).contiguous() for c in (c_h, c_c))
-        temporal, _ = self.lstm(selected, state)
-        temporal = self.post_lstm(temporal, selected)
-        enriched = self.enrichment(temporal, c_enrich[:, None, :].expand(n, length, -1))
+        temporal = self.post_lstm(self.lstm(selected, state, noise_steps), selected, noise_steps)
+        enriched = self.enrichment(temporal, c_enrich[:, None, :].expand(n, length, -1), noise_steps)
         q = self.query(enriched).view(n, length, self.heads, self.head_dim)
         k = self.key(enriched).view(n, length, self.heads, self.head_dim)
         scores = torch.einsum("nthd,nshd->nhts", q, k) / math.sqrt(self.head_dim)
         causal = torch.ones(length, length, dtype=torch.bool, device=lags.device).triu(1)
         attention = torch.softmax(scores.masked_fill(causal, float("-inf")), dim=-1).mean(dim=1)  # (N, T', T')
         attended = self.attention_out(attention @ self.value(enriched))
-        out = self.post_ff(self.position_wise(self.post_attention(attended, enriched)), temporal)
+        out = self.post_ff(self.position_wise(self.post_attention(attended, enriched, noise_steps),
+                                              noise_steps=noise_steps), temporal, noise_steps)
         return Output(y_hat=self.head(out).squeeze(-1), internal=weights)
 
 
@@ -278,7 +345,8 @@ class GANet(nn.Module):
         weight = torch.einsum("kfd,ed->kfe", self.lag_embedding.weight, projection.weight)
         return weight, self.lag_embedding.bias @ projection.weight.T + projection.bias
 
-    def forward(self, lags: Tensor, proxies: Tensor, static: Tensor, entity_index: Tensor) -> Output:
+    def forward(self, lags: Tensor, proxies: Tensor, static: Tensor, entity_index: Tensor,
+                noise_steps: int | None = None) -> Output:
         """The embedding e_k of each lag, the gate network tanh(W_e e_k + W_q q), the keys W_k e_k and the values
         W_v e_k, computed with the embedding folded into each projection (:meth:`folded`). Only the gate network
         needs a (N, T', K, d) tensor; the scores and the attended values are linear in the lags, so they are taken
@@ -293,7 +361,7 @@ class GANet(nn.Module):
                             + (gate_bias + self.gate_query(query)[:, None, :])[:, None])  # (N, T', K, d)
         logits = self.gate_out(hidden).squeeze(-1)  # (N, T', K)
         if self.training:  # Gumbel-sigmoid: a relaxed Bernoulli sample of each gate
-            u = torch.rand_like(logits).clamp(1e-6, 1 - 1e-6)
+            u = step_noise(logits, noise_steps, lambda t: t.uniform_()).clamp(1e-6, 1 - 1e-6)
             gates = torch.sigmoid((logits + torch.log(u) - torch.log1p(-u)) / self.cfg.gate_temperature)
         else:
             gates = (logits > 0).to(logits.dtype)
@@ -308,8 +376,8 @@ class GANet(nn.Module):
         # sum_k a_k value_k = (sum_k a_k x_k W_v,k) + (sum_k a_k b_v,k)
         context = ((attention[..., None] * lags).flatten(start_dim=2) @ value_weight.flatten(end_dim=1)
                    + attention @ value_bias)  # (N, T', d)
-        return Output(y_hat=self.backbone(context, static, entity_index), internal=attention, gates=gates,
-                      gate_density=gates.mean())
+        return Output(y_hat=self.backbone(context, static, entity_index, noise_steps=noise_steps), internal=attention,
+                      gates=gates, gate_density=gates.mean())
 
 
 def build(cfg: ModelConfig, method: str, n_entities: int, n_features: int, n_proxies: int, n_static: int) -> nn.Module:

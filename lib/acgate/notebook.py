@@ -27,13 +27,18 @@ import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import jupytext
-import nbformat
 import yaml
 
 from acgate.config import Params, load_params
 from acgate.layout import project_root
+
+if TYPE_CHECKING:
+    import nbformat
+
+# Jupytext, nbformat, Papermill and nbconvert are imported where they are used: every notebook imports this module
+# (for resolve), and they bring jsonschema, whose optional IRI checker takes seconds to import (see main).
 
 # each notebook process does its numerical work on one thread, so N parallel jobs use N cores
 SINGLE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
@@ -111,6 +116,7 @@ def execute_notebook(notebook: Path, output: Path, parameters: dict, cwd: Path |
     The kernel is stopped at once when the last cell has run: everything a notebook writes is on disk by then,
     and a graceful stop would wait seconds for the interpreter of a process that has imported PyTorch to wind
     down."""
+    import jupytext
     import papermill
 
     notebook, output = Path(notebook), Path(output)
@@ -215,6 +221,8 @@ def html_view(index: Path, notebooks: list[Path]) -> list[Path]:
     """Write each notebook as HTML under ``index``'s folder (mirroring its path; each page links back to the
     index) and the index page: the notebooks in pipeline order (:data:`STEPS`) by domain and seed, and links to
     the tables and figures they wrote. Returns the pages written or refreshed."""
+    import nbformat
+
     index = Path(index)
     rows, written, read = [], [], []
     for notebook in map(Path, notebooks):
@@ -258,6 +266,10 @@ def _parameter(text: str) -> tuple[str, object]:
 
 
 def main(argv: list[str] | None = None) -> None:
+    # nbformat imports jsonschema, which imports rfc3987_syntax when it is installed (JupyterLab's dependencies bring
+    # it) and builds its IRI grammar at import: about 2 s of every notebook job. nbformat validates notebooks without
+    # a format checker, so nothing here uses it; this process does without it (the kernels never import it).
+    sys.modules.setdefault("rfc3987_syntax", None)
     parser = argparse.ArgumentParser(prog="python -m acgate.notebook", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="execute one notebook with Papermill")

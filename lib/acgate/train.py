@@ -69,10 +69,11 @@ class Batch:
 
     def through(self, split: str) -> Batch:
         """The batch cut after the last target step of ``split``. Every model is causal in the target steps
-        (an LSTM, and TFT's attention is masked to earlier steps), so its predictions up to there are the same,
-        to the bit, as from the whole batch; the validation pass of every epoch does not compute the test steps.
-        (The training step computes the whole batch: dropout and GA-Net's relaxed gates draw random numbers for
-        every step computed, so a cut training step would draw others, and the grid's verdicts moved with them.)"""
+        (an LSTM, and TFT's attention is masked to earlier steps), so its predictions up to there are the same
+        as from the whole batch: the training step computes only the steps up to the last training target (the
+        loss sees no later one), drawing its training noise for the whole batch's steps (``noise_steps``, see
+        :mod:`acgate.models`) so that it draws the same numbers; the validation pass does not compute the test
+        steps."""
         steps = int(self.masks[split].any(dim=0).nonzero().max()) + 1
         return Batch(lags=self.lags[:, :steps], y=self.y[:, :steps],
                      masks={s: m[:, :steps] for s, m in self.masks.items()}, proxies=self.proxies,
@@ -122,13 +123,13 @@ def fit(panel: Panel, params: Params, method: str, seed: int, log: Callable[[str
     # fused: one kernel updates every parameter (the per-parameter loop is a visible share of a small model's step)
     optimiser = torch.optim.Adam(model.parameters(), lr=tcfg.lr, fused=True)
 
-    val_batch = batch.through("val")
+    train_batch, val_batch = batch.through("train"), batch.through("val")
     rows, best_val, best_epoch, best_state, stale = [], float("inf"), 0, None, 0
     start = time.perf_counter()
     with tqdm(total=tcfg.max_epochs, desc=f"{method} seed {seed}", unit="epoch", file=sys.stdout, mininterval=1.0,
               disable=not bar) as progress:
         for epoch in range(1, tcfg.max_epochs + 1):
-            task, recon = _train_step(model, optimiser, batch, params)
+            task, recon = _train_step(model, optimiser, train_batch, params, noise_steps=batch.y.shape[1])
             val = _validation_loss(model, val_batch)
             if not (np.isfinite(val) and np.isfinite(task)):
                 raise TrainingError(f"[{method} seed {seed}] a loss is not finite at epoch {epoch} (training {task}, "
@@ -157,12 +158,13 @@ def fit(panel: Panel, params: Params, method: str, seed: int, log: Callable[[str
                      seconds=seconds, device=str(device), batch=batch, norm=norm)
 
 
-def _train_step(model: torch.nn.Module, optimiser: torch.optim.Optimizer, batch: Batch, params: Params
-                ) -> tuple[float, float]:
-    """One full-batch optimiser step on the training targets; returns the task and reconstruction losses."""
+def _train_step(model: torch.nn.Module, optimiser: torch.optim.Optimizer, batch: Batch, params: Params,
+                noise_steps: int | None = None) -> tuple[float, float]:
+    """One full-batch optimiser step on the training targets, its training noise drawn for ``noise_steps`` target
+    steps (the whole batch's, when ``batch`` is cut); returns the task and reconstruction losses."""
     model.train()
     optimiser.zero_grad()
-    out = model(*batch.inputs())
+    out = model(*batch.inputs(), noise_steps=noise_steps)
     task = masked_mse(out.y_hat, batch.y, batch.masks["train"])
     recon = (recon_loss(out.p_hat, batch.proxies, params.model.recon_anchor_weight) if out.p_hat is not None
              else torch.zeros((), device=task.device))
