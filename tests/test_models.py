@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from acgate.config import GATE_METHODS, NEURAL_BASELINES
-from acgate.models import ACGate, build, lag_windows
+from acgate.models import ACGate, StackedLSTM, build, dropout, lag_windows
 
 NEURAL = GATE_METHODS + NEURAL_BASELINES
 
@@ -119,3 +119,31 @@ def test_unknown_method_is_refused(smoke_params):
         ACGate(smoke_params.model, "tft", 6, 2, 3, 2)  # a baseline is not an AC-GATE variant
     with pytest.raises(ValueError, match="unknown neural method 'lstm'"):
         make(smoke_params.model, "lstm")
+
+
+def test_stacked_lstm_and_dropout_draw_what_torch_draws():
+    """StackedLSTM runs one layer at a time so that its between-layer dropout can be drawn for more steps than it
+    computes: with the same seed it has nn.LSTM's initial weights, outputs and dropout draws (time-major), and it
+    loads an nn.LSTM state_dict (runs written before it); models.dropout draws nn.functional.dropout's numbers."""
+    torch.manual_seed(0)
+    reference = torch.nn.LSTM(5, 16, 3, batch_first=True, dropout=0.3)
+    torch.manual_seed(0)
+    stacked = StackedLSTM(5, 16, 3, 0.3)
+    for i, layer in enumerate(stacked.layers):
+        for name, weight in layer.named_parameters():
+            assert torch.equal(weight, getattr(reference, name.replace("_l0", f"_l{i}"))), (i, name)
+    torch.manual_seed(5)
+    loaded = StackedLSTM(5, 16, 3, 0.3)
+    loaded.load_state_dict(reference.state_dict())
+    x, state = torch.randn(4, 9, 5), (torch.randn(3, 4, 16), torch.randn(3, 4, 16))
+    torch.manual_seed(1)
+    want, _ = reference(x, state)
+    for model in (stacked, loaded):
+        torch.manual_seed(1)
+        assert torch.equal(model(x, state), want)
+    torch.manual_seed(1)
+    assert not torch.equal(stacked(x, state, noise_steps=12), want)  # the masks come from 12 steps' draws
+    torch.manual_seed(2)
+    want = torch.nn.functional.dropout(x, 0.3, True)
+    torch.manual_seed(2)
+    assert torch.equal(dropout(x, 0.3, True), want)
