@@ -263,7 +263,6 @@ def test_html_view_lists_pages_in_pipeline_order_links_outputs_and_scrolls_wide_
     assert 'href="../../../index.html"' in page and "overflow-x:auto" in page
 
 
-
 def test_the_notebooks_import_nothing_of_the_runner(tmp_path):
     """Every notebook imports acgate.notebook (for resolve); Jupytext, nbformat and Papermill stay out of the kernel,
     as does jsonschema under them, whose optional IRI grammar (rfc3987_syntax) takes seconds to import. The runner

@@ -192,7 +192,7 @@ class ACGate(nn.Module):
         omega = self.lag_weights(z)
         p_hat = self.recon_head(z.detach() if self.cfg.recon_detach else z)
         # h is affine, so sum_k omega_k h(x_{t-k}) = h(sum_k omega_k x_{t-k}): aggregate first, project once
-        context = self.lag_proj(torch.einsum("ntkf,nk->ntf", lags, omega))  # c: (N, T-K, d)
+        context = self.lag_proj(torch.einsum("ntkf,nk->ntf", lags, omega))  # c: (N, T', d)
         return Output(y_hat=self.backbone(context, static, entity_index, init=z, noise_steps=noise_steps), omega=omega,
                       z=z, p_hat=p_hat)
 
