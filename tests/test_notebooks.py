@@ -4,6 +4,7 @@ grid is tested in test_workflow.py."""
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +18,7 @@ import yaml
 
 from acgate import audit, inputs, notebook, render, report
 from acgate.example import write_example
-from acgate.notebook import execute_notebook, html_view
+from acgate.notebook import execute_notebook, execute_notebooks, html_view
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -208,6 +209,69 @@ def test_a_progress_bar_reaches_the_terminal_every_few_seconds(tmp_path, capfd, 
     execute_notebook(source, tmp_path / "toy" / "seed04" / "bar.ipynb", {})
     echoed = [line for line in capfd.readouterr().err.splitlines() if line.startswith("toy/seed04: acgate seed 4:")]
     assert 1 <= len(echoed) <= 10  # 3 s of a bar redrawn 30 times: a line every 0.5 s or so, not every redraw
+
+
+def test_notebooks_sharing_a_kernel_see_only_what_they_define(tmp_path, monkeypatch):
+    header = (ROOT / "notebooks" / "03_train.py").read_text().split("# %% [markdown]")[0]
+    source = tmp_path / "shared.py"
+    source.write_text(header + '# %% tags=["parameters"]\nseed = 0\n\n'
+                      '# %%\nimport warnings\nassert "left_over" not in globals(), left_over\nleft_over = seed\n'
+                      'warnings.warn(f"shown in every notebook ({seed})")\n')
+    runs = [(tmp_path / f"seed{seed:02d}" / "shared.ipynb", {"seed": seed}) for seed in (3, 4)]
+    assert len(execute_notebooks(source, runs)) == 2
+    for output, parameters in runs:
+        nb = nbformat.read(output, as_version=4)
+        cells = [c for c in nb.cells if c.cell_type == "code"]
+        assert [c.execution_count for c in cells] == [1, 2, 3]  # numbered as in a fresh kernel
+        assert f"shown in every notebook ({parameters['seed']})" in cells[-1].outputs[0]["text"]
+        assert output.with_suffix(".log").is_file()
+    # the check can fail: without clearing the kernel between them, the second notebook sees the first's name
+    monkeypatch.setattr(notebook, "RESET", "pass")
+    with pytest.raises(RuntimeError, match=r"shared.py failed: AssertionError: 3\n  parameters: \{'seed': 4\}"):
+        execute_notebooks(source, [(tmp_path / "again" / f"seed{s}.ipynb", {"seed": s}) for s in (3, 4)])
+    assert (tmp_path / "again" / "seed3.ipynb").is_file() and not (tmp_path / "again" / "seed4.ipynb").exists()
+
+
+def test_seeds_run_in_one_kernel_give_what_fresh_kernels_give(tmp_path, capfd):
+    """The workflow's jobs run several seeds in one kernel (--seeds): the second seed's panel, runs and reproducible
+    outputs are those of a kernel of its own, to the bit (methods with dropout and relaxed gates among them)."""
+    data, shared, alone = tmp_path / "data", tmp_path / "shared", tmp_path / "alone"
+    common = {"domain": "synthetic_linear", "profile_file": SMOKE, "methods": ["acgate", "tft", "ganet"]}
+    dgp, dgp_alone = ROOT / "notebooks" / "02_synthetic_dgp.py", tmp_path / "dgp_alone"
+    pattern = data / "processed" / "synthetic_linear" / "seed{seed:02d}" / "02_synthetic_dgp.ipynb"
+    done = subprocess.run([sys.executable, "-m", "acgate.notebook", "run", str(dgp), str(pattern),
+                           "domain=synthetic_linear", f"profile_file={SMOKE}", f"data_dir={data}", "--seeds", "0", "1"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    execute_notebook(dgp, dgp_alone / "02_synthetic_dgp.ipynb",
+                     {"domain": "synthetic_linear", "seed": 1, "profile_file": SMOKE, "data_dir": str(dgp_alone)})
+    panels = [np.load(d / "processed" / "synthetic_linear" / "seed01" / "panel.npz") for d in (data, dgp_alone)]
+    assert set(panels[0].files) == set(panels[1].files)
+    for name in panels[0].files:
+        np.testing.assert_array_equal(panels[0][name], panels[1][name], err_msg=name)
+    execute_notebooks(ROOT / "notebooks" / "03_train.py",
+                      [(shared / "synthetic_linear" / f"seed{s:02d}" / "03_train.ipynb",
+                        {**common, "seed": s, "runs_dir": str(shared), "data_dir": str(data)}) for s in (0, 1)])
+    execute_notebook(ROOT / "notebooks" / "03_train.py", alone / "synthetic_linear" / "seed01" / "03_train.ipynb",
+                     {**common, "seed": 1, "runs_dir": str(alone), "data_dir": str(data)})
+    for method in common["methods"]:
+        for name in ("predictions.csv", "lags.csv", "history.csv"):
+            files = [root / "synthetic_linear" / "seed01" / method / name for root in (shared, alone)]
+            assert files[0].read_bytes() == files[1].read_bytes(), (method, name)
+    executed = [nbformat.read(root / "synthetic_linear" / "seed01" / "03_train.ipynb", as_version=4)
+                for root in (shared, alone)]
+    shown = [[untimed(c) for c in nb.cells if c.cell_type == "code"] for nb in executed]
+    assert shown[0] == shown[1]
+    assert [c.outputs for c in executed[0].cells if "NBVAL_CHECK_OUTPUT" in c.source] == [
+        c.outputs for c in executed[1].cells if "NBVAL_CHECK_OUTPUT" in c.source]
+
+
+def untimed(cell) -> tuple[str, list[str]]:
+    """A cell's printed text (however its streams were split) with times and rates masked, and its other outputs'
+    types."""
+    text = "".join(o.text for o in cell.outputs if o.output_type == "stream")
+    text = re.sub(r"\d\d:\d\d|[\d.]+(?=epoch/s| s\b)", "#", text)
+    return text, [o.output_type for o in cell.outputs if o.output_type != "stream"]
 
 
 @pytest.fixture

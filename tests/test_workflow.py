@@ -38,12 +38,13 @@ def snakemake(workdir, *args, config=(), env=None, **kwargs):
 
 
 def job_counts(output: str) -> dict[str, int]:
-    """Jobs per rule of a dry run; the per-domain training rules (train_<domain>) are counted as 'train'."""
+    """Jobs per rule of a dry run; the training and DGP rules of each domain and group of seeds
+    (train_<domain>_seeds<first>_<last>, dgp_...) are counted as 'train' and 'dgp'."""
     start = output.index("Job stats:")
     table = output[start:output.index("total", start)]  # the first table (a run prints it again at the end)
     counts: dict[str, int] = {}
     for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.MULTILINE):
-        rule = "train" if m[1].startswith("train_") else m[1]
+        rule = next((kind for kind in ("train", "dgp") if m[1].startswith(f"{kind}_")), m[1])
         counts[rule] = counts.get(rule, 0) + int(m[2])
     return counts
 
@@ -51,19 +52,23 @@ def job_counts(output: str) -> dict[str, int]:
 def test_dry_run_lists_the_grid(tmp_path):
     done = snakemake(tmp_path, "-n", config=[*SMOKE, "domains=[synthetic_linear, synthetic_nonlinear, energy]"])
     assert done.returncode == 0, done.stderr[-3000:]
-    expected = {"dgp": 4, "train": 6, "audit": 3, "report": 1, "calibrate": 1, "html": 1, "all": 1}
+    # a job per domain for its 2 seeds (seeds_per_job 5), a job per seed with seeds_per_job=1
+    expected = {"dgp": 2, "train": 3, "audit": 3, "report": 1, "calibrate": 1, "html": 1, "all": 1}
     if not (RAW / "owid-energy-data.csv").is_file():
-        expected |= {"train": 4, "audit": 2}
+        expected |= {"train": 2, "audit": 2}
     else:
         expected["prep"] = 1
     assert job_counts(done.stdout) == expected
+    one = snakemake(tmp_path, "-n", config=[*SMOKE, "domains=[synthetic_linear, synthetic_nonlinear, energy]",
+                                             "seeds_per_job=1"])
+    assert job_counts(one.stdout) == expected | {"dgp": 4, "train": 2 * expected["train"]}
 
 
 def test_dry_run_with_the_slurm_profile(tmp_path):
     done = snakemake(tmp_path, "-n", "--profile", str(ROOT / "workflow" / "profiles" / "slurm"),
                      config=["seeds=20", "domains=[synthetic_linear]"])
     assert done.returncode == 0, done.stderr[-3000:]
-    assert job_counts(done.stdout) == {"dgp": 20, "train": 20, "audit": 1, "report": 1, "calibrate": 1, "html": 1,
+    assert job_counts(done.stdout) == {"dgp": 4, "train": 4, "audit": 1, "report": 1, "calibrate": 1, "html": 1,
                                        "all": 1}
 
 
@@ -170,8 +175,8 @@ def test_a_finished_grid_is_not_rerun_and_a_changed_params_file_is(grid, tmp_pat
     config[0] = f"profiles={{synthetic: {overlay}, data: params/smoke_panel.yaml}}"
     config.append(f"runs_dir={GRID}")  # the changed params in the same grid folder
     counts = job_counts(snakemake(workdir, "-n", config=config).stdout)
-    assert counts["train"] == 2 * sum(d.startswith("synthetic") for d in DOMAINS) and counts["dgp"] == 2 * len(
-        [d for d in DOMAINS if d.startswith("synthetic")])
+    synthetic = sum(d.startswith("synthetic") for d in DOMAINS)  # a job for both seeds of each
+    assert counts["train"] == synthetic and counts["dgp"] == synthetic
 
 
 def test_grids_with_different_profiles_keep_their_panels_and_runs_apart(grid, tmp_path):
@@ -208,7 +213,8 @@ def test_bad_seeds_and_methods_stop_with_the_value_named(tmp_path):
                            ("seeds=-1", "seeds = -1: must be a positive whole number"),
                            ("methods=[acgat]", "methods = ['acgat']: must be a list of method names from acgate"),
                            ("methods=[grouped_ardl]", "domain 'synthetic_linear': method(s) grouped_ardl not in its "
-                                                      "params file")):
+                                                      "params file"),
+                           ("seeds_per_job=0", "seeds_per_job = 0: must be a positive whole number")):
         done = snakemake(tmp_path, "-n", config=[*SMOKE, "domains=[synthetic_linear]", value])
         assert done.returncode != 0 and message in done.stdout + done.stderr, (value, done.stdout[-2000:])
 

@@ -2,6 +2,8 @@
 
     python -m acgate.notebook run notebooks/03_train.py runs/synthetic_linear/seed00/03_train.ipynb \\
         domain=synthetic_linear seed=0 'methods=[acgate, tft]'
+    python -m acgate.notebook run notebooks/03_train.py 'runs/synthetic_linear/seed{seed:02d}/03_train.ipynb' \\
+        domain=synthetic_linear --seeds 0 1 2 3
     python -m acgate.notebook html runs/html/index.html runs/*/seed*/03_train.ipynb ...
 
 ``run`` turns the percent-format notebook into an ``.ipynb`` with Jupytext and executes it with Papermill, one
@@ -10,6 +12,9 @@
 notebook's output streams into ``<output>.log`` while it runs (``tail -f`` it to follow a long step), its progress
 lines (``[<method> seed <n>] ...``: a method's start, every ``train.log_every`` epochs, its end) also to the
 terminal, and a failed run leaves its partly executed copy beside it as ``.<name>.partial.ipynb`` for inspection.
+With ``--seeds``, the notebook runs once per seed, each into its own executed copy and log, in one kernel whose
+namespace is cleared between runs (:func:`execute_notebooks`): the workflow's training and DGP jobs take several
+seeds each, so that a kernel's start and imports are not paid per seed.
 
 ``html`` converts executed notebooks to HTML (nbconvert) beside an index page that lists them by domain and
 seed in pipeline order with their run time, and links to the tables and figures they wrote, so a reader can browse
@@ -108,39 +113,129 @@ def _kernel_process(log: Path):
                 os.environ[key] = value
 
 
+# Run in the kernel between two notebooks that share it (silently: no output, no execution count): closes the figures,
+# clears the namespace (%reset -f), makes warnings shown once per place show again, and numbers the next cells from 1
+RESET = """\
+import sys as _sys
+if "matplotlib.pyplot" in _sys.modules:
+    _sys.modules["matplotlib.pyplot"].close("all")
+import warnings as _warnings
+with _warnings.catch_warnings():  # entering and leaving it makes every module's record of shown warnings stale
+    pass
+get_ipython().run_line_magic("reset", "-f")
+get_ipython().execution_count = 1
+"""
+
+
+def _start_kernel(kernel_name: str, cwd: Path):
+    """A Jupyter kernel for several notebooks in turn, started as nbclient starts one (IPython history in memory);
+    the manager keeps the clients Papermill opens on it, so that they can be closed (:func:`_close_clients`)."""
+    from jupyter_client.manager import AsyncKernelManager
+    from jupyter_core.utils import run_sync
+
+    class Kernel(AsyncKernelManager):
+        def client(self, **kwargs):
+            client = super().client(**kwargs)
+            self.clients.append(client)
+            return client
+
+    kernel = Kernel(kernel_name=kernel_name)
+    kernel.clients = []
+    run_sync(kernel.start_kernel)(cwd=str(cwd), extra_arguments=["--HistoryManager.hist_file=:memory:"])
+    return kernel
+
+
+def _close_clients(kernel) -> None:
+    while kernel.clients:
+        kernel.clients.pop().stop_channels()
+
+
+def _reset(kernel) -> None:
+    """Clear what a notebook left in the kernel (:data:`RESET`) before the next one runs."""
+    from jupyter_core.utils import run_sync
+
+    client = kernel.client()
+    client.start_channels()
+    try:
+        reply = run_sync(client.execute_interactive)(RESET, silent=True, store_history=False, timeout=60)
+    finally:
+        _close_clients(kernel)
+    if reply["content"]["status"] != "ok":
+        raise RuntimeError(f"clearing the kernel between two notebooks failed: {reply['content'].get('evalue')}")
+
+
 def execute_notebook(notebook: Path, output: Path, parameters: dict, cwd: Path | None = None) -> float:
     """Convert a percent-format notebook with Jupytext and execute it with Papermill into ``output`` (working
     directory ``cwd``, default the notebook's folder); returns the wall seconds. The executed copy appears only
-    when the run succeeded; the log is kept either way.
+    when the run succeeded; the log is kept either way."""
+    return execute_notebooks(notebook, [(output, parameters)], cwd)[0]
+
+
+def execute_notebooks(notebook: Path, runs: list[tuple[Path, dict]], cwd: Path | None = None) -> list[float]:
+    """Execute ``notebook`` once per ``(output, parameters)`` of ``runs``, in turn, as :func:`execute_notebook` does,
+    in one kernel: a kernel's start, its imports and PyTorch's first-optimiser set-up are paid once, not per run.
+    Between two runs the kernel's namespace is cleared (:data:`RESET`), so each notebook sees only what it defines,
+    as in a fresh kernel; the tests check that a run's artifacts and outputs are those of a fresh kernel. Returns
+    each run's wall seconds. A failure stops the runs after it (each completed one keeps its executed copy). The
+    kernel's own standard output and error (start-up messages, anything below Python) go to the first run's log.
 
     The kernel is stopped at once when the last cell has run: everything a notebook writes is on disk by then,
     and a graceful stop would wait seconds for the interpreter of a process that has imported PyTorch to wind
     down."""
     import jupytext
     import papermill
+    from jupyter_core.utils import run_sync
 
-    notebook, output = Path(notebook), Path(output)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    source = output.with_name(f".{output.stem}.input.ipynb")
+    notebook = Path(notebook)
+    runs = [(Path(output), parameters) for output, parameters in runs]
+    for output, _ in runs:
+        output.parent.mkdir(parents=True, exist_ok=True)
+    first = runs[0][0]
+    source = first.with_name(f".{first.stem}.input.ipynb")
+    document = jupytext.read(notebook)
+    jupytext.write(document, source)
+    cwd = Path(cwd or notebook.parent)
+    logger = logging.getLogger("papermill")
+    level = logger.level
+    logger.setLevel(logging.INFO)
+    seconds, kernel = [], None
+    try:
+        first.with_suffix(".log").write_text("")
+        with _kernel_process(first.with_suffix(".log")) as terminal:
+            kernel = _start_kernel(document.metadata.get("kernelspec", {}).get("name", "python3"), cwd)
+            for i, (output, parameters) in enumerate(runs):
+                if i:
+                    _reset(kernel)
+                seconds.append(_execute(papermill, kernel, notebook, source, output, parameters, cwd, terminal,
+                                         fresh=i > 0))
+    finally:
+        logger.setLevel(level)
+        source.unlink(missing_ok=True)
+        if kernel is not None:
+            _close_clients(kernel)
+            run_sync(kernel.shutdown_kernel)(now=True)
+    return seconds
+
+
+def _execute(papermill, kernel, notebook: Path, source: Path, output: Path, parameters: dict, cwd: Path,
+             terminal: int, fresh: bool) -> float:
+    """One run of :func:`execute_notebooks` (``notebook`` converted to ``source``) on a started kernel: its log
+    (emptied when ``fresh``), its progress lines to ``terminal``, the partly executed copy kept on failure."""
     partial = output.with_name(f".{output.stem}.partial.ipynb")
     partial.unlink(missing_ok=True)  # from an earlier failed or killed run
-    jupytext.write(jupytext.read(notebook), source)
     log = output.with_suffix(".log")
-    log.write_text("")
+    if fresh:
+        log.write_text("")
     logger = logging.getLogger("papermill")
     handler = logging.FileHandler(log)
     handler.setFormatter(logging.Formatter("%(message)s"))
-    level = logger.level
+    progress = _Progress(terminal, "/".join(output.resolve().parts[-3:-1]))
     logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
+    logger.addHandler(progress)
     start = time.perf_counter()
-    progress = None
     try:
-        with _kernel_process(log) as terminal:
-            progress = _Progress(terminal, "/".join(output.resolve().parts[-3:-1]))
-            logger.addHandler(progress)
-            papermill.execute_notebook(source, partial, parameters=parameters, cwd=str(cwd or notebook.parent),
-                                       log_output=True, progress_bar=False, shutdown_kernel="immediate")
+        papermill.execute_notebook(source, partial, parameters=parameters, cwd=str(cwd), log_output=True,
+                                   progress_bar=False, km=kernel)
     except Exception as err:
         with open(log, "a") as sink:  # the failing cell's traceback, as Papermill reports it
             sink.write(f"\n{type(err).__name__}: {err}\n")
@@ -148,12 +243,10 @@ def execute_notebook(notebook: Path, output: Path, parameters: dict, cwd: Path |
         raise RuntimeError(f"{notebook.name} failed: {cause}\n  parameters: {parameters}\n  log: {log}\n"
                            f"  partly executed notebook: {partial}") from err
     finally:
+        _close_clients(kernel)
         for attached in (handler, progress):
-            if attached is not None:
-                logger.removeHandler(attached)
-                attached.close()
-        logger.setLevel(level)
-        source.unlink(missing_ok=True)
+            logger.removeHandler(attached)
+            attached.close()
     os.replace(partial, output)
     return time.perf_counter() - start
 
@@ -274,8 +367,11 @@ def main(argv: list[str] | None = None) -> None:
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="execute one notebook with Papermill")
     run.add_argument("notebook", type=Path, help="percent-format notebook, e.g. notebooks/03_train.py")
-    run.add_argument("output", type=Path, help="where the executed .ipynb goes")
+    run.add_argument("output", help="where the executed .ipynb goes; with --seeds, a pattern with {seed} "
+                     "(e.g. runs/synthetic_linear/seed{seed:02d}/03_train.ipynb)")
     run.add_argument("parameters", nargs="*", type=_parameter, help="notebook parameters as key=value (YAML)")
+    run.add_argument("--seeds", nargs="+", type=int, metavar="SEED",
+                     help="run the notebook once per seed (parameter seed=SEED), in turn, in one kernel")
     view = sub.add_parser("html", help="HTML pages of executed notebooks and an index page")
     view.add_argument("index", type=Path, help="the index page, e.g. runs/html/index.html")
     view.add_argument("notebooks", nargs="+", type=Path, help="executed .ipynb files")
@@ -284,11 +380,20 @@ def main(argv: list[str] | None = None) -> None:
         written = html_view(args.index, args.notebooks)
         print(f"{args.index}: {len(args.notebooks)} notebooks, {len(written)} pages written", flush=True)
         return
+    parameters = dict(args.parameters)
+    if args.seeds is None:
+        runs = [(Path(args.output), parameters)]
+    elif "{seed" not in args.output or "seed" in parameters:
+        parser.error(f"with --seeds, the output must be a pattern with {{seed}} (got {args.output!r}) and seed=... "
+                     "must not be given as a parameter")
+    else:
+        runs = [(Path(args.output.format(seed=seed)), {**parameters, "seed": seed}) for seed in args.seeds]
     try:
-        seconds = execute_notebook(args.notebook, args.output, dict(args.parameters))
+        seconds = execute_notebooks(args.notebook, runs)
     except RuntimeError as err:
         raise SystemExit(str(err)) from None
-    print(f"{args.output} ({seconds:.0f} s)", flush=True)
+    for (output, _), took in zip(runs, seconds, strict=False):
+        print(f"{output} ({took:.0f} s)", flush=True)
 
 
 if __name__ == "__main__":

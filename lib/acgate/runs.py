@@ -4,6 +4,7 @@ provenance: the code version, package versions and machine every manifest record
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import platform
@@ -97,13 +98,19 @@ def git_sha(start: Path | None = None) -> str:
 
 
 def package_versions() -> dict[str, str]:
-    versions = {}
+    """The installed versions of :data:`PACKAGES`, read once per process (its code is what it imported)."""
+    return dict(_installed_versions())
+
+
+@functools.cache
+def _installed_versions() -> tuple[tuple[str, str], ...]:
+    found = []
     for name in PACKAGES:
         try:
-            versions[name] = metadata.version(name)
+            found.append((name, metadata.version(name)))
         except metadata.PackageNotFoundError:
-            versions[name] = "not installed"
-    return versions
+            found.append((name, "not installed"))
+    return tuple(found)
 
 
 def machine() -> dict:
