@@ -206,8 +206,9 @@ def execute_notebooks(notebook: Path, runs: list[tuple[Path, dict]], cwd: Path |
             for i, (output, parameters) in enumerate(runs):
                 if i:
                     _reset(kernel)
+                # (the first log is emptied before the kernel starts, which writes into it)
                 seconds.append(_execute(papermill, kernel, notebook, source, output, parameters, cwd, terminal,
-                                         fresh=i > 0))
+                                         empty_log=i > 0))
     finally:
         logger.setLevel(level)
         source.unlink(missing_ok=True)
@@ -218,13 +219,13 @@ def execute_notebooks(notebook: Path, runs: list[tuple[Path, dict]], cwd: Path |
 
 
 def _execute(papermill, kernel, notebook: Path, source: Path, output: Path, parameters: dict, cwd: Path,
-             terminal: int, fresh: bool) -> float:
+             terminal: int, empty_log: bool) -> float:
     """One run of :func:`execute_notebooks` (``notebook`` converted to ``source``) on a started kernel: its log
-    (emptied when ``fresh``), its progress lines to ``terminal``, the partly executed copy kept on failure."""
+    (emptied first when ``empty_log``), its progress lines to ``terminal``, the partly executed copy kept on failure."""
     partial = output.with_name(f".{output.stem}.partial.ipynb")
     partial.unlink(missing_ok=True)  # from an earlier failed or killed run
     log = output.with_suffix(".log")
-    if fresh:
+    if empty_log:
         log.write_text("")
     logger = logging.getLogger("papermill")
     handler = logging.FileHandler(log)
