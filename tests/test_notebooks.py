@@ -227,7 +227,8 @@ def test_notebooks_sharing_a_kernel_see_only_what_they_define(tmp_path, monkeypa
         assert output.with_suffix(".log").is_file()
     # the check can fail: without clearing the kernel between them, the second notebook sees the first's name
     monkeypatch.setattr(notebook, "RESET", "pass")
-    with pytest.raises(RuntimeError, match=r"shared.py failed: AssertionError: 3\n  parameters: \{'seed': 4\}"):
+    with pytest.raises(RuntimeError, match=r"shared.py failed: AssertionError: 3\n  parameters: \{'seed': 4\}\n  "
+                                           r"log: .*seed4\.log\n  partly .*\n  the kernel's own output .*seed3\.log$"):
         execute_notebooks(source, [(tmp_path / "again" / f"seed{s}.ipynb", {"seed": s}) for s in (3, 4)])
     assert (tmp_path / "again" / "seed3.ipynb").is_file() and not (tmp_path / "again" / "seed4.ipynb").exists()
 

@@ -7,11 +7,12 @@ import pandas as pd
 import pytest
 import torch
 
-from acgate import runner, train
+from acgate import audit, runner, train
 from acgate.dgp import simulate
 from acgate.layout import is_finished, method_dir
 from acgate.models import build
 from acgate.panel import Normalisers
+from acgate.runs import current_metrics
 
 
 @pytest.fixture(scope="module")
@@ -140,6 +141,22 @@ def test_a_retrained_run_removes_the_temporary_file_of_a_killed_write(smoke_para
     (out / ".predictions.csv.x1y2z3.tmp").write_text("y,y_hat\n1.0,")  # SIGKILL between write and rename
     runner.run_method(panel, smoke_params, "uniform_lag", 0, tmp_path, quiet)
     assert is_finished(out) and not list(out.glob(".*.tmp"))
+
+
+def test_an_older_metrics_json_put_back_beside_a_retrained_run_is_not_taken_for_it(smoke_params, panel, tmp_path):
+    # a workflow job that fails after retraining a run puts back the metrics.json it backed up before (update())
+    out = method_dir(tmp_path, smoke_params.domain, 0, "uniform_lag")
+    runner.run_method(panel, smoke_params, "uniform_lag", 0, tmp_path, quiet)
+    older = (out / "metrics.json").read_text()
+    runner.run_method(panel, smoke_params, "uniform_lag", 0, tmp_path, quiet, retrain=True)
+    (out / "metrics.json").write_text(older)
+    assert current_metrics(out, smoke_params.digest(), panel.digest()) is None
+    with pytest.raises(audit.RunRejected, match="not from the training that wrote the other files"):
+        audit.read_run(out, 0, "uniform_lag", smoke_params.digest(), panel)
+    lines = []
+    runner.run_method(panel, smoke_params, "uniform_lag", 0, tmp_path, lines.append)  # retrained, not kept
+    assert any("training on" in line for line in lines) and not any("kept" in line for line in lines)
+    assert audit.read_run(out, 0, "uniform_lag", smoke_params.digest(), panel).metrics["run_id"]
 
 
 @pytest.mark.parametrize("method", ["no_ac_encoder", "uniform_lag"])

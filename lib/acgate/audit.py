@@ -39,7 +39,7 @@ from acgate.config import AuditConfig, Params
 from acgate.layout import RUN_FILES, method_dir, panel_dir, run_folders
 from acgate.metrics import TRUTHS, forecast_metrics, l3_recovery
 from acgate.panel import SPLITS, Panel
-from acgate.runs import atomic_write, write_json
+from acgate.runs import atomic_write, mixed_training, write_json
 
 WILCOXON_COLUMNS = ["metric", "method", "reference", "n_pairs", "nonzero_pairs", "mean_diff", "median_diff",
                     "hodges_lehmann", "W", "p", "note"]
@@ -84,9 +84,9 @@ def _read_csv(path: Path, columns: list[str]) -> pd.DataFrame:
 
 def read_run(directory: Path, seed: int, method: str, params_hash: str, panel: Panel) -> Run:
     """The run in ``directory`` when it is current and complete, else :class:`RunRejected` saying why: every
-    artifact present, ``metrics.json`` parseable and trained under ``params_hash`` on ``panel`` (its digest),
-    ``lags.csv`` with one row per entity of the panel, and ``predictions.csv`` with as many rows per split as
-    ``metrics.json`` counted."""
+    artifact present, ``metrics.json`` parseable, trained under ``params_hash`` on ``panel`` (its digest) and from
+    the same training as ``manifest.json`` (their run id), ``lags.csv`` with one row per entity of the panel, and
+    ``predictions.csv`` with as many rows per split as ``metrics.json`` counted."""
     directory = Path(directory)
     if not directory.is_dir():
         raise RunRejected("not trained (no run folder)")
@@ -103,6 +103,9 @@ def read_run(directory: Path, seed: int, method: str, params_hash: str, panel: P
     if metrics.get("panel_digest") != panel.digest():
         raise RunRejected(f"stale: trained on a panel with digest {metrics.get('panel_digest')}, the panel now has "
                           f"{panel.digest()} (its data or preparation changed; the workflow retrains it)")
+    mixed = mixed_training(directory, metrics)
+    if mixed:
+        raise RunRejected(f"{mixed} (the workflow retrains it)")
     lags = _read_csv(directory / "lags.csv", ["entity", "kstar", "kstar_kind"])
     absent = sorted(set(panel.entities) - set(lags.entity))
     if absent or len(lags) != panel.n_entities or lags.entity.duplicated().any():

@@ -150,18 +150,21 @@ def _close_clients(kernel) -> None:
         kernel.clients.pop().stop_channels()
 
 
-def _reset(kernel) -> None:
-    """Clear what a notebook left in the kernel (:data:`RESET`) before the next one runs."""
+def _reset(kernel, before: Path, kernel_log: Path) -> None:
+    """Clear what a notebook left in the kernel (:data:`RESET`) before the next one (``before``) runs."""
     from jupyter_core.utils import run_sync
 
     client = kernel.client()
     client.start_channels()
     try:
         reply = run_sync(client.execute_interactive)(RESET, silent=True, store_history=False, timeout=60)
+    except TimeoutError:
+        reply = {"content": {"status": "error", "evalue": "no reply within 60 s"}}
     finally:
         _close_clients(kernel)
     if reply["content"]["status"] != "ok":
-        raise RuntimeError(f"clearing the kernel between two notebooks failed: {reply['content'].get('evalue')}")
+        raise RuntimeError(f"clearing the kernel before {before} failed: {reply['content'].get('evalue')}\n"
+                           f"  the kernel's own output: {kernel_log}")
 
 
 def execute_notebook(notebook: Path, output: Path, parameters: dict, cwd: Path | None = None) -> float:
@@ -205,10 +208,10 @@ def execute_notebooks(notebook: Path, runs: list[tuple[Path, dict]], cwd: Path |
             kernel = _start_kernel(document.metadata.get("kernelspec", {}).get("name", "python3"), cwd)
             for i, (output, parameters) in enumerate(runs):
                 if i:
-                    _reset(kernel)
+                    _reset(kernel, output, first.with_suffix(".log"))
                 # (the first log is emptied before the kernel starts, which writes into it)
                 seconds.append(_execute(papermill, kernel, notebook, source, output, parameters, cwd, terminal,
-                                         empty_log=i > 0))
+                                         kernel_log=first.with_suffix(".log")))
     finally:
         logger.setLevel(level)
         source.unlink(missing_ok=True)
@@ -219,13 +222,14 @@ def execute_notebooks(notebook: Path, runs: list[tuple[Path, dict]], cwd: Path |
 
 
 def _execute(papermill, kernel, notebook: Path, source: Path, output: Path, parameters: dict, cwd: Path,
-             terminal: int, empty_log: bool) -> float:
+             terminal: int, kernel_log: Path) -> float:
     """One run of :func:`execute_notebooks` (``notebook`` converted to ``source``) on a started kernel: its log
-    (emptied first when ``empty_log``), its progress lines to ``terminal``, the partly executed copy kept on failure."""
+    (emptied first unless it is ``kernel_log``, which the kernel's own output goes to), its progress lines to
+    ``terminal``, the partly executed copy kept on failure."""
     partial = output.with_name(f".{output.stem}.partial.ipynb")
     partial.unlink(missing_ok=True)  # from an earlier failed or killed run
     log = output.with_suffix(".log")
-    if empty_log:
+    if log != kernel_log:
         log.write_text("")
     logger = logging.getLogger("papermill")
     handler = logging.FileHandler(log)
@@ -241,8 +245,9 @@ def _execute(papermill, kernel, notebook: Path, source: Path, output: Path, para
         with open(log, "a") as sink:  # the failing cell's traceback, as Papermill reports it
             sink.write(f"\n{type(err).__name__}: {err}\n")
         cause = f"{err.ename}: {err.evalue}" if hasattr(err, "ename") else f"{type(err).__name__}: {err}"
+        elsewhere = "" if log == kernel_log else f"\n  the kernel's own output (crashes below Python): {kernel_log}"
         raise RuntimeError(f"{notebook.name} failed: {cause}\n  parameters: {parameters}\n  log: {log}\n"
-                           f"  partly executed notebook: {partial}") from err
+                           f"  partly executed notebook: {partial}{elsewhere}") from err
     finally:
         _close_clients(kernel)
         for attached in (handler, progress):

@@ -10,6 +10,7 @@ occlusion profile (``acgate.occlusion``) for the neural baselines.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -115,15 +116,17 @@ def run_method(panel: Panel, params: Params, method: str, seed: int, runs_root: 
         panel.meta["shuffled_proxies_permutation"] = [str(e) for e in panel.entities[permutation]]
     trained = (_fit_ardl(panel, params, out) if method == "grouped_ardl"
                else _fit_neural(panel, params, method, seed, out, log, bar))
+    run_id = uuid.uuid4().hex  # in the manifest and metrics.json: both from this training (runs.mixed_training)
     metrics = summarise(trained.preds, trained.table, {
         **trained.facts, "seconds": round(trained.seconds, 3), "device": trained.device,
-        "params_hash": params.digest(), "panel_digest": panel.digest()}, trained.gate)
+        "params_hash": params.digest(), "panel_digest": panel.digest(), "run_id": run_id}, trained.gate)
     atomic_write(out / "predictions.csv", lambda f: trained.preds.to_csv(f, index=False))
     atomic_write(out / "lags.csv", lambda f: trained.table.to_csv(f, index=False))
     atomic_write(out / "history.csv", lambda f: trained.history.to_csv(f, index=False))
     gpu = torch.cuda.get_device_name(trained.device) if trained.device.startswith("cuda") else None
     write_json(out / "manifest.json", manifest(params.to_dict(), seed, trained.device, method=method, gpu=gpu,
-                                               wall_seconds=round(trained.seconds, 3), panel=panel.meta))
+                                               wall_seconds=round(trained.seconds, 3), panel=panel.meta,
+                                               run_id=run_id))
     write_json(out / "metrics.json", metrics)
     log(f"  [{method} seed {seed}] done in {trained.seconds:.1f} s: test MSE {metrics['test']['mse']:.4g}")
     return metrics

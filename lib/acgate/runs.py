@@ -64,9 +64,9 @@ def _jsonable(obj: Any) -> Any:
 
 
 def current_metrics(directory: Path, params_hash: str, panel_digest: str) -> dict | None:
-    """metrics.json of the finished run in ``directory`` when it has every artifact and was trained under
-    ``params_hash`` (the same data, split, model and training settings) on a panel with ``panel_digest``, else
-    None."""
+    """metrics.json of the finished run in ``directory`` when it has every artifact, was trained under
+    ``params_hash`` (the same data, split, model and training settings) on a panel with ``panel_digest``, and is
+    from the training that wrote the other files (:func:`mixed_training`), else None."""
     directory = Path(directory)
     if not all((directory / name).is_file() for name in RUN_FILES):
         return None
@@ -75,7 +75,22 @@ def current_metrics(directory: Path, params_hash: str, panel_digest: str) -> dic
     except json.JSONDecodeError:
         return None
     current = metrics.get("params_hash") == params_hash and metrics.get("panel_digest") == panel_digest
-    return metrics if current else None
+    return metrics if current and mixed_training(directory, metrics) is None else None
+
+
+def mixed_training(directory: Path, metrics: dict) -> str | None:
+    """Why ``metrics.json`` (read as ``metrics``) and ``manifest.json`` in ``directory`` are not from one training,
+    or None when they are: both record the training's ``run_id`` (runs written before it have it in neither). They
+    differ when a workflow job failed after retraining the run: Snakemake then puts back the ``metrics.json`` it had
+    backed up before the job, beside the new predictions, lags and manifest."""
+    try:
+        recorded = json.loads((Path(directory) / "manifest.json").read_text()).get("run_id")
+    except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
+        return "manifest.json is not a valid JSON object (truncated?)"
+    if recorded != metrics.get("run_id"):
+        return (f"metrics.json (run_id {metrics.get('run_id')}) is not from the training that wrote the other files "
+                f"(manifest.json: run_id {recorded}); a failed job restored an older metrics.json")
+    return None
 
 
 SOURCE_PATHS = ("lib", "notebooks", "params", "pyproject.toml")  # what makes a run's code differ from a commit
