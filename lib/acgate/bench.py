@@ -17,6 +17,9 @@ Measures, on this machine:
   extra cells (imports, plots, tables) cost;
 - **seeds at once**: AC-GATE runs of ``--at-once`` seeds started together, one single-thread process each,
   against the same runs one after another (runs per minute; on CUDA, how far one GPU is filled by many seeds);
+- **one audit-calibration replicate** (``calibration.run_replicate``: the ``linear`` scenario's 15 fits and its
+  audit, ``params/audit_calibration.yaml``) in a fresh single-thread process per device: the median over
+  ``--repeats`` after an untimed warm-up;
 - **the full-suite wall time** of the last ``make paper`` (from ``tables/run_manifest.json``);
 - the same run timings on CUDA when a GPU is present, with its model and peak GPU memory.
 
@@ -161,7 +164,7 @@ def _launch(domain: str, method: str, seed: int, device: str, profile: str, repe
 def _result(process: subprocess.Popen) -> dict:
     out, err = process.communicate()
     if process.returncode != 0:
-        raise RuntimeError(f"benchmark process {' '.join(process.args[3:])} failed:\n{err[-2000:]}")
+        raise RuntimeError(f"benchmark process {' '.join(process.args[2:])} failed:\n{err[-2000:]}")
     return json.loads(out.strip().splitlines()[-1])
 
 
@@ -188,6 +191,27 @@ def seeds_at_once(domain: str, seed: int, device: str, profile: str, processes: 
             "one_after_another_seconds": alone, "at_once_seconds": together,
             "runs_per_minute_one_after_another": 60 * processes / alone,
             "runs_per_minute_at_once": 60 * processes / together}
+
+
+def calibration_replicate(device: str, repeats: int, scenario: str = "linear") -> dict:
+    """In this process: one untimed warm-up replicate of the audit calibration (scenario ``scenario``, replicate 0,
+    on ``device``), then ``repeats`` timed ones of the same replicate; the median and range of their seconds."""
+    from acgate.calibration import run_replicate
+
+    params = load_params(project_root() / "params" / "audit_calibration.yaml")
+    params = replace(params, train=replace(params.train, device=device))
+    seconds = []
+    for _ in range(repeats + 1):
+        with tempfile.TemporaryDirectory() as folder:
+            start = time.perf_counter()
+            run_replicate(scenario, 0, params, Path(folder))
+            if device == "cuda":
+                torch.cuda.synchronize()
+            seconds.append(time.perf_counter() - start)
+    timed = seconds[1:]
+    return {"scenario": scenario, "device": device, "fits": len(params.methods) * params.n_seeds,
+            "cold_seconds": seconds[0], "repeats": repeats,
+            "seconds": {"median": statistics.median(timed), "min": min(timed), "max": max(timed)}}
 
 
 def papermill_overhead(domain: str, seed: int, repeats: int, profile: str = "") -> dict:
@@ -252,6 +276,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--out", default="runs/bench", help="folder for the JSON record, relative to the project root")
     parser.add_argument("--one", nargs=6, metavar=("DOMAIN", "METHOD", "SEED", "DEVICE", "PROFILE", "REPEATS"),
                         help=argparse.SUPPRESS)
+    parser.add_argument("--one-replicate", nargs=2, metavar=("DEVICE", "REPEATS"), help=argparse.SUPPRESS)
     return parser
 
 
@@ -261,6 +286,9 @@ def main(argv: list[str] | None = None) -> None:
         domain, method, seed, device, profile, repeats = args.one
         print(json.dumps(timed_runs(domain, method, int(seed), device, "" if profile == "-" else profile,
                                     int(repeats))))
+        return
+    if args.one_replicate:  # a calibration replicate timed in this (fresh) process, as JSON on stdout
+        print(json.dumps(calibration_replicate(args.one_replicate[0], int(args.one_replicate[1]))))
         return
     devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
     record = {"created_utc": datetime.now(UTC).isoformat(timespec="seconds"), "git_sha": git_sha(),
@@ -274,6 +302,7 @@ def main(argv: list[str] | None = None) -> None:
         _time_domain(domain, args, devices, record)
     record["at_once"] = [_at_once(args, device) for device in devices]
     record["papermill"] = _papermill(args)
+    record["calibration"] = [_calibration(args, device) for device in devices]
     record["last_suite"] = _last_suite()
     out = project_root() / args.out
     stamp = record["created_utc"].replace(":", "").replace("-", "")
@@ -327,6 +356,18 @@ def _papermill(args: argparse.Namespace) -> dict:
           f"{overhead['papermill_and_kernel_seconds']:.1f} s, its cells besides training "
           f"{overhead['notebook_cells_seconds']:.1f} s", flush=True)
     return overhead
+
+
+def _calibration(args: argparse.Namespace, device: str) -> dict:
+    process = subprocess.Popen([sys.executable, "-m", "acgate.bench", "--one-replicate", device, str(args.repeats)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env={**os.environ, **SINGLE_THREAD})
+    replicate = _result(process)
+    took = replicate["seconds"]
+    print(f"audit calibration, one {replicate['scenario']} replicate ({replicate['fits']} fits and its audit) on "
+          f"{device}: {took['median']:.2f} s ({took['min']:.2f}..{took['max']:.2f}); first in the process "
+          f"{replicate['cold_seconds']:.2f} s", flush=True)
+    return replicate
 
 
 def _last_suite() -> dict | None:
