@@ -155,10 +155,13 @@ def timed_runs(domain: str, method: str, seed: int, device: str, profile: str, r
 
 def _launch(domain: str, method: str, seed: int, device: str, profile: str, repeats: int) -> subprocess.Popen:
     """:func:`timed_runs` started in a fresh Python process on one thread."""
-    cmd = [sys.executable, "-m", "acgate.bench", "--one", domain, method, str(seed), device, profile or "-",
-           str(repeats)]
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, **SINGLE_THREAD})
+    return _fresh_process("--one", domain, method, str(seed), device, profile or "-", str(repeats))
+
+
+def _fresh_process(*arguments: str) -> subprocess.Popen:
+    """``python -m acgate.bench ARGUMENTS`` started on one thread; its JSON result comes from :func:`_result`."""
+    return subprocess.Popen([sys.executable, "-m", "acgate.bench", *arguments], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, **SINGLE_THREAD})
 
 
 def _result(process: subprocess.Popen) -> dict:
@@ -359,10 +362,7 @@ def _papermill(args: argparse.Namespace) -> dict:
 
 
 def _calibration(args: argparse.Namespace, device: str) -> dict:
-    process = subprocess.Popen([sys.executable, "-m", "acgate.bench", "--one-replicate", device, str(args.repeats)],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               env={**os.environ, **SINGLE_THREAD})
-    replicate = _result(process)
+    replicate = _result(_fresh_process("--one-replicate", device, str(args.repeats)))
     took = replicate["seconds"]
     print(f"audit calibration, one {replicate['scenario']} replicate ({replicate['fits']} fits and its audit) on "
           f"{device}: {took['median']:.2f} s ({took['min']:.2f}..{took['max']:.2f}); first in the process "
