@@ -195,6 +195,7 @@ def execute_notebooks(notebook: Path, runs: list[tuple[Path, dict]], cwd: Path |
         output.parent.mkdir(parents=True, exist_ok=True)
     first = runs[0][0]
     source = first.with_name(f".{first.stem}.input.ipynb")
+    kernel_log = first.with_suffix(".log")  # the first run's log also takes the kernel's own output
     document = jupytext.read(notebook)
     jupytext.write(document, source)
     cwd = Path(cwd or notebook.parent)
@@ -203,15 +204,15 @@ def execute_notebooks(notebook: Path, runs: list[tuple[Path, dict]], cwd: Path |
     logger.setLevel(logging.INFO)
     seconds, kernel = [], None
     try:
-        first.with_suffix(".log").write_text("")
-        with _kernel_process(first.with_suffix(".log")) as terminal:
+        kernel_log.write_text("")
+        with _kernel_process(kernel_log) as terminal:
             kernel = _start_kernel(document.metadata.get("kernelspec", {}).get("name", "python3"), cwd)
             for i, (output, parameters) in enumerate(runs):
                 if i:
-                    _reset(kernel, output, first.with_suffix(".log"))
+                    _reset(kernel, output, kernel_log)
                 # (the first log is emptied before the kernel starts, which writes into it)
                 seconds.append(_execute(papermill, kernel, notebook, source, output, parameters, cwd, terminal,
-                                         kernel_log=first.with_suffix(".log")))
+                                         kernel_log))
     finally:
         logger.setLevel(level)
         source.unlink(missing_ok=True)
