@@ -35,6 +35,7 @@ def test_bench_runs_end_to_end_under_the_smoke_profile(tmp_path):
     record = json.loads((tmp_path / "latest.json").read_text())
     run = record["runs"][0]
     assert run["method"] == "acgate" and run["epochs_run"] == 15 and run["wall_seconds"]["median"] > 0
+    assert run["page_faults"]["median"] >= 0 and "page faults per epoch" in done.stdout
     assert 0 < record["acgate_efficiency"]["share_of_peak"] < 1
     (batch,) = [b for b in record["at_once"] if b["device"] == "cpu"]  # with CUDA present there is a second record
     assert batch["processes"] == 2 and batch["seeds"] == [0, 1]

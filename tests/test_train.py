@@ -1,6 +1,9 @@
 import dataclasses
 import json
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -228,3 +231,48 @@ def test_the_cut_training_step_draws_the_whole_batchs_noise_and_gives_its_gradie
     np.testing.assert_allclose(same[0], whole[0], rtol=1e-6)
     for a, b in zip(same[1], whole[1], strict=True):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)
+
+
+
+MALLOC_PROBE = """
+import ctypes, dataclasses, sys
+import torch
+from acgate import train
+from acgate.config import load_params
+from acgate.dgp import simulate
+class MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                                     "fsmblks", "uordblks", "fordblks", "keepcost")]
+mallinfo = ctypes.CDLL(None).mallinfo2
+mallinfo.restype = MallInfo2
+if sys.argv[1] == "without":
+    train.keep_freed_memory = lambda: None
+params = load_params(*sys.argv[2:])
+params = dataclasses.replace(params, train=dataclasses.replace(params.train, max_epochs=1))
+panel = simulate(params.synthetic, 0, params.split.val_start, params.split.test_start)
+train.fit(panel, params, "acgate", 0, lambda _: None)
+before = mallinfo()
+block = torch.ones(6 * 2**20)  # 24 MiB, as big as the activations of a large panel
+during = mallinfo()
+del block
+after = mallinfo()
+print(during.hblkhd - before.hblkhd, after.arena - before.arena)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc settings: Linux only")
+def test_a_training_process_keeps_the_memory_it_frees_for_its_next_step():
+    """After ``fit``, a 24 MiB tensor comes from malloc's heap (not a mapping of its own that is handed back when it
+    is freed) and the heap keeps it once freed, so the next training step reuses those pages instead of faulting
+    them in again (docs/speed.md). Without ``keep_freed_memory`` (the second process) glibc maps the block apart."""
+    root = Path(__file__).resolve().parents[1] / "params"
+
+    def mapped_and_kept(setting: str) -> list[int]:
+        done = subprocess.run([sys.executable, "-c", MALLOC_PROBE, setting, str(root / "synthetic_linear.yaml"),
+                               str(root / "smoke.yaml")], capture_output=True, text=True, check=True)
+        return [int(value) for value in done.stdout.split()[-2:]]
+
+    mapped, kept = mapped_and_kept("with")
+    assert mapped == 0 and kept >= 24 * 2**20
+    mapped, kept = mapped_and_kept("without")
+    assert mapped >= 24 * 2**20 and kept < 24 * 2**20

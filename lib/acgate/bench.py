@@ -124,7 +124,8 @@ def _params(domain: str, profile: str) -> Params:
 def timed_runs(domain: str, method: str, seed: int, device: str, profile: str, repeats: int) -> dict:
     """In this process: one untimed warm-up run (its wall time is kept as ``cold_seconds``: first-call costs such
     as lazy imports and kernel initialisation), then ``repeats`` timed runs of ``run_method`` (artifacts into a
-    temporary folder); the medians and ranges, and the process's peak resident memory."""
+    temporary folder); the medians and ranges (page faults: minor faults per epoch, memory the process had to map
+    again), and the process's peak resident memory."""
     from acgate.prep import panel_for_training
     from acgate.runner import run_method
 
@@ -136,16 +137,18 @@ def timed_runs(domain: str, method: str, seed: int, device: str, profile: str, r
         if device == "cuda":
             torch.cuda.reset_peak_memory_stats()
         with tempfile.TemporaryDirectory() as folder:
-            start = time.perf_counter()
+            faults, start = resource.getrusage(resource.RUSAGE_SELF).ru_minflt, time.perf_counter()
             metrics = run_method(panel, params, method, seed, Path(folder), log=lambda line: None)
             if device == "cuda":
                 torch.cuda.synchronize()
+            faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
             runs.append({"wall_seconds": time.perf_counter() - start, "fit_seconds": metrics["seconds"],
+                         "page_faults": faults / metrics["epochs_run"] if metrics.get("epochs_run") else None,
                          "epochs_run": metrics["epochs_run"], "seconds_per_epoch": metrics.get("seconds_per_epoch"),
                          "peak_gpu_mb": torch.cuda.max_memory_allocated() / 2**20 if device == "cuda" else None})
     out = {"cold_seconds": runs[0]["wall_seconds"], "repeats": repeats,
            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
-    for key in ("wall_seconds", "fit_seconds", "seconds_per_epoch", "peak_gpu_mb"):
+    for key in ("wall_seconds", "fit_seconds", "seconds_per_epoch", "page_faults", "peak_gpu_mb"):
         values = [r[key] for r in runs[1:] if r[key] is not None]
         if values:
             out[key] = {"median": statistics.median(values), "min": min(values), "max": max(values)}
@@ -331,7 +334,8 @@ def _time_domain(domain: str, args: argparse.Namespace, devices: list[str], reco
             wall = summary["wall_seconds"]
             print(f"{domain:20s} {method:14s} {device}: run {wall['median']:.2f} s ({wall['min']:.2f}.."
                   f"{wall['max']:.2f}){per_epoch}; first run in the process {summary['cold_seconds']:.2f} s; "
-                  f"peak RSS {summary['peak_rss_mb']:.0f} MB", flush=True)
+                  f"peak RSS {summary['peak_rss_mb']:.0f} MB" + (f", {summary['page_faults']['median']:.0f} page faults "
+                  "per epoch" if "page_faults" in summary else ""), flush=True)
     timed = [r for r in record["runs"] if r["domain"] == domain and r["method"] == "acgate" and r["device"] == "cpu"]
     if domain.startswith("synthetic") and timed:
         flops, peak = epoch_flops(params, args.seed), record["matmul_peak"]["gflops"]
