@@ -33,8 +33,12 @@ TORCH_INDEX ?=
 LAB ?=
 # JupyterLab settings of this environment only: a double click opens a .py notebook as a notebook
 LAB_OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.d/acgate.json
+# --max-jobs-per-timespan: the default (100/1s) makes Snakemake 9's scheduler re-examine the DAG once a second for
+# every job event so far (each pass leaves a timer that starts another), up to a third of a core late in the grid
+# (docs/speed.md); 500/5s allows the same submission rate and makes a fifth of the passes, for at most 5 s more at
+# the end of a run (the last timer is waited for)
 SNAKEMAKE = $(VENV)/bin/snakemake --snakefile workflow/Snakefile --cores $(JOBS) --rerun-incomplete --keep-going \
-	$(if $(SNAKEMAKE_PROFILE),--profile $(SNAKEMAKE_PROFILE))
+	--max-jobs-per-timespan 500/5s $(if $(SNAKEMAKE_PROFILE),--profile $(SNAKEMAKE_PROFILE))
 QUICK := seeds=3 runs_dir=runs/quick calibration_replicates=2 calibration_lag_free_replicates=5
 
 .PHONY: setup paper quick calibrate dry-run unlock bench data example test lint lab notebooks clean-runs

@@ -149,23 +149,3 @@ def test_baseline_run_artifacts_are_labelled_diagnostic(smoke_params, tmp_path, 
         assert (out / "coefficients.csv").is_file() and metrics["epochs_run"] is None
     else:
         assert {"internal_1", "kstar_internal"} <= set(lags.columns) and 0 <= metrics["gate_density"] <= 1
-
-
-@pytest.mark.parametrize("method", ["plain_lstm", "tft", "ganet"])
-def test_occlusion_without_the_test_steps_is_the_whole_batchs_to_the_bit(smoke_params, method):
-    """occlusion_increase leaves the test steps out; written out here on the whole batch, the numbers are the same."""
-    panel = simulate(smoke_params.synthetic, 0, smoke_params.split.val_start, smoke_params.split.test_start)
-    batch = train.Batch.build(panel, Normalisers.fit(panel), smoke_params.model.max_lag, torch.device("cpu"))
-    assert batch.masks["test"].any()
-    torch.manual_seed(0)
-    model = build(smoke_params.model, method, panel.n_entities, panel.X.shape[2], panel.P.shape[1],
-                  panel.S.shape[1]).eval()
-    mask = batch.masks["train"] | batch.masks["val"]
-
-    def mse(lags):
-        return ((((model(*batch.inputs(lags)).y_hat - batch.y) ** 2) * mask).sum(dim=1) / mask.sum(dim=1)).numpy()
-
-    with torch.no_grad():
-        expected = [mse(batch.lags.index_fill(2, torch.tensor([k]), 0.0)) - mse(batch.lags)
-                    for k in range(batch.lags.shape[2])]
-    np.testing.assert_array_equal(occlusion.occlusion_increase(model, batch), np.stack(expected, axis=1))

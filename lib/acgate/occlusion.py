@@ -13,10 +13,7 @@ from acgate.train import Batch
 
 def occlusion_increase(model: torch.nn.Module, batch: Batch) -> np.ndarray:
     """Lag-specific occlusion (N, K): per entity, the increase in task MSE over the training and validation
-    targets when only lag k of every input window is replaced by its training mean (0 after standardisation).
-    The test steps are not computed: no target counted here lies after the last validation step, and every model is
-    causal in the target steps."""
-    batch = batch.through("val")
+    targets when only lag k of every input window is replaced by its training mean (0 after standardisation)."""
     mask = (batch.masks["train"] | batch.masks["val"]).float()
     count = mask.sum(dim=1).clamp_min(1)
 
