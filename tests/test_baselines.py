@@ -73,6 +73,29 @@ def test_ganet_with_folded_embedding_is_embedding_then_projecting(smoke_params, 
     torch.testing.assert_close(out.y_hat, model.backbone(context, static, index), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("training", [False, True], ids=["evaluation", "training"])
+def test_tft_lag_selection_with_folded_embedding_is_embedding_then_selecting(smoke_params, training):
+    """TFT takes its selection network's first layer and skip path, and its lag transform's first layer, from the lags
+    with the lag embedding folded into their weights: the same function of the same parameters as the textbook order
+    (embed every lag; the selection network on the flattened embeddings; the lag transform on each), written out
+    here, up to float32 rounding; while training with the same dropout draws (same generator state)."""
+    cfg = smoke_params.model
+    torch.manual_seed(0)
+    model = build(cfg, "tft", 6, 2, 3, 2).train(training)
+    with torch.no_grad():  # non-zero embedding biases, so the folded biases are exercised too
+        model.lag_embedding.bias.normal_()
+    lags = windows(cfg)[0]
+    context = torch.randn(6, lags.shape[1], cfg.hidden, generator=torch.Generator().manual_seed(2))
+    torch.manual_seed(5)
+    weights, selected = model.lag_selection(lags, context, noise_steps=lags.shape[1] + 3)
+    torch.manual_seed(5)
+    embedded = model.lag_embedding(lags)
+    textbook = torch.softmax(model.selection_weights(embedded.flatten(start_dim=2), context, lags.shape[1] + 3), dim=-1)
+    transformed = model.lag_transform(embedded, noise_steps=lags.shape[1] + 3)
+    torch.testing.assert_close(weights, textbook, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(selected, (textbook[..., None] * transformed).sum(dim=2), rtol=1e-5, atol=1e-6)
+
+
 def test_tft_needs_hidden_divisible_by_heads(smoke_params):
     cfg = dataclasses.replace(smoke_params.model, hidden=18, attention_heads=4)
     with pytest.raises(ValueError, match="model.hidden = 18 must be divisible by model.attention_heads = 4"):

@@ -334,8 +334,8 @@ def _time_domain(domain: str, args: argparse.Namespace, devices: list[str], reco
             wall = summary["wall_seconds"]
             print(f"{domain:20s} {method:14s} {device}: run {wall['median']:.2f} s ({wall['min']:.2f}.."
                   f"{wall['max']:.2f}){per_epoch}; first run in the process {summary['cold_seconds']:.2f} s; "
-                  f"peak RSS {summary['peak_rss_mb']:.0f} MB" + (f", {summary['page_faults']['median']:.0f} page faults "
-                  "per epoch" if "page_faults" in summary else ""), flush=True)
+                  f"peak RSS {summary['peak_rss_mb']:.0f} MB" + (f", {summary['page_faults']['median']:.0f} page "
+                  "faults per epoch" if "page_faults" in summary else ""), flush=True)
     timed = [r for r in record["runs"] if r["domain"] == domain and r["method"] == "acgate" and r["device"] == "cpu"]
     if domain.startswith("synthetic") and timed:
         flops, peak = epoch_flops(params, args.seed), record["matmul_peak"]["gflops"]

@@ -225,6 +225,19 @@ class LagEmbedding(nn.Module):
     def forward(self, lags: Tensor) -> Tensor:
         return torch.einsum("ntkf,kfd->ntkd", lags, self.weight) + self.bias
 
+    def folded(self, projection: nn.Linear) -> tuple[Tensor, Tensor]:
+        """``projection`` (d -> e) of each lag's embedding as one affine map of that lag's inputs: weight (K, F, e)
+        and bias (K, e). Both maps are affine, so projection(embedding(x_k)) = x_k folded_weight_k + folded_bias_k."""
+        weight = torch.einsum("kfd,ed->kfe", self.weight, projection.weight)
+        return weight, self.bias @ projection.weight.T + projection.bias
+
+    def folded_flat(self, projection: nn.Linear) -> tuple[Tensor, Tensor]:
+        """``projection`` (K*d -> e) of the flattened embedding (N, T', K*d) as one affine map of the flattened lag
+        inputs (N, T', K*F): weight (e, K*F) and bias (e,), in ``nn.functional.linear``'s order."""
+        per_lag = projection.weight.view(projection.weight.shape[0], *self.bias.shape)  # (e, K, d)
+        weight = torch.einsum("kfd,ekd->ekf", self.weight, per_lag).flatten(start_dim=1)
+        return weight, torch.einsum("kd,ekd->e", self.bias, per_lag) + projection.bias
+
 
 class GRN(nn.Module):
     """Gated residual network: LayerNorm(skip(a) + GLU(W2 ELU(W1 a + W3 c))) (Lim et al. 2021, eq. 2-5)."""
@@ -240,12 +253,16 @@ class GRN(nn.Module):
         self.dropout = StepDropout(dropout)
 
     def forward(self, a: Tensor, c: Tensor | None = None, noise_steps: int | None = None) -> Tensor:
-        h = self.fc1(a)
+        return self.gated(self.fc1(a), self.skip(a), c, noise_steps)
+
+    def gated(self, h: Tensor, skip: Tensor, c: Tensor | None = None, noise_steps: int | None = None) -> Tensor:
+        """The network from fc1's output ``h`` = W1 a + b1 and the skip path's ``skip`` = skip(a) on: for a caller
+        that computes both more cheaply than from ``a`` itself (TFT, from the lag inputs its ``a`` is affine in)."""
         if self.context is not None and c is not None:
             h = h + self.context(c)
         h = self.dropout(self.fc2(nn.functional.elu(h)), noise_steps)
         value, gate = self.glu(h).chunk(2, dim=-1)
-        return self.norm(self.skip(a) + value * torch.sigmoid(gate))
+        return self.norm(skip + value * torch.sigmoid(gate))
 
 
 class GateAddNorm(nn.Module):
@@ -293,16 +310,34 @@ class TFT(nn.Module):
         self.post_ff = GateAddNorm(d, p)
         self.head = nn.Linear(d, 1)
 
+    def lag_selection(self, lags: Tensor, c_select: Tensor, noise_steps: int | None = None) -> tuple[Tensor, Tensor]:
+        """Variable selection over the K lags (N, T', K, F), with the static context ``c_select`` (N, T', d): the
+        weights (N, T', K) of the selection network on the flattened lag embeddings, and the weighted sum (N, T', d)
+        of the lag transform of each embedding. The first layers of the selection network and of the lag transform
+        are affine in the embedding and so in the lags: they are taken from the lags (K*F or F inputs) with the
+        embedding folded into their weights (:meth:`LagEmbedding.folded_flat`, :meth:`LagEmbedding.folded`), not from
+        the embedding (K*d or d inputs). The same function of the same parameters as the textbook order (a test
+        writes it out), float32 rounding apart. The skip paths take the embedding itself: the selection network's
+        (K*d -> K), folded, would be a product with a few output columns, whose CPU kernels round differently with
+        the number of rows, and the validation pass through the last validation step would no longer be
+        bit-identical to the whole batch's (a test checks it)."""
+        embedded = self.lag_embedding(lags)  # (N, T', K, d)
+        select, transform = self.selection_weights, self.lag_transform
+        flat = lags.flatten(start_dim=2)  # (N, T', K*F)
+        weights = torch.softmax(select.gated(nn.functional.linear(flat, *self.lag_embedding.folded_flat(select.fc1)),
+                                             select.skip(embedded.flatten(start_dim=2)), c_select, noise_steps), dim=-1)
+        per_lag, bias = self.lag_embedding.folded(transform.fc1)  # the lag transform's first layer, every lag
+        first = torch.einsum("ntkf,kfe->ntke", lags, per_lag) + bias
+        transformed = transform.gated(first, embedded, noise_steps=noise_steps)  # (N, T', K, d)
+        return weights, torch.einsum("ntk,ntkd->ntd", weights, transformed)
+
     def forward(self, lags: Tensor, proxies: Tensor, static: Tensor, entity_index: Tensor,
                 noise_steps: int | None = None) -> Output:
         n, length, K = lags.shape[:3]
         statics = [proxies, static] + ([self.entity_embedding(entity_index)] if self.entity_embedding else [])
         s = self.static_input(torch.cat(statics, dim=-1))
         c_select, c_enrich, c_h, c_c = (grn(s) for grn in self.static_contexts)
-        embedded = self.lag_embedding(lags)  # (N, T', K, d)
-        weights = torch.softmax(self.selection_weights(embedded.flatten(start_dim=2),
-                                                       c_select[:, None, :].expand(n, length, -1), noise_steps), dim=-1)
-        selected = torch.einsum("ntk,ntkd->ntd", weights, self.lag_transform(embedded, noise_steps=noise_steps))
+        weights, selected = self.lag_selection(lags, c_select[:, None, :].expand(n, length, -1), noise_steps)
         state = tuple(c[None].expand(self.cfg.lstm_layers, -1, -1).contiguous() for c in (c_h, c_c))
         temporal = self.post_lstm(self.lstm(selected, state, noise_steps), selected, noise_steps)
         enriched = self.enrichment(temporal, c_enrich[:, None, :].expand(n, length, -1), noise_steps)
@@ -339,24 +374,18 @@ class GANet(nn.Module):
         self.key = nn.Linear(d, d)
         self.value = nn.Linear(d, d)
 
-    def folded(self, projection: nn.Linear) -> tuple[Tensor, Tensor]:
-        """``projection`` of the lag embedding as one affine map of the lag inputs: weight (K, F, d) and bias (K, d).
-        Both maps are affine, so projection(embedding(x_k)) = x_k folded_weight_k + folded_bias_k."""
-        weight = torch.einsum("kfd,ed->kfe", self.lag_embedding.weight, projection.weight)
-        return weight, self.lag_embedding.bias @ projection.weight.T + projection.bias
-
     def forward(self, lags: Tensor, proxies: Tensor, static: Tensor, entity_index: Tensor,
                 noise_steps: int | None = None) -> Output:
         """The embedding e_k of each lag, the gate network tanh(W_e e_k + W_q q), the keys W_k e_k and the values
-        W_v e_k, computed with the embedding folded into each projection (:meth:`folded`). Only the gate network
-        needs a (N, T', K, d) tensor; the scores and the attended values are linear in the lags, so they are taken
-        from the (N, T', K, F) lags directly: the same function of the same parameters as embedding every lag and
-        projecting it, at a fraction of the arithmetic (float32 rounding differs at about 1e-6)."""
+        W_v e_k, computed with the embedding folded into each projection (:meth:`LagEmbedding.folded`). Only the gate
+        network needs a (N, T', K, d) tensor; the scores and the attended values are linear in the lags, so they are
+        taken from the (N, T', K, F) lags directly: the same function of the same parameters as embedding every lag
+        and projecting it, at a fraction of the arithmetic (float32 rounding differs at about 1e-6)."""
         n, length, K = lags.shape[:3]
         parts = self.backbone.entity_context(static, entity_index)
         query = (self.query(torch.cat(parts, dim=-1)) if self.query is not None
                  else lags.new_zeros(n, self.cfg.hidden))  # (N, d), from the entity's embedding and statics
-        gate_weight, gate_bias = self.folded(self.gate_embedding)
+        gate_weight, gate_bias = self.lag_embedding.folded(self.gate_embedding)
         hidden = torch.tanh(torch.einsum("ntkf,kfd->ntkd", lags, gate_weight)
                             + (gate_bias + self.gate_query(query)[:, None, :])[:, None])  # (N, T', K, d)
         logits = self.gate_out(hidden).squeeze(-1)  # (N, T', K)
@@ -366,13 +395,13 @@ class GANet(nn.Module):
         else:
             gates = (logits > 0).to(logits.dtype)
             gates = torch.where(gates.sum(-1, keepdim=True) > 0, gates, torch.ones_like(gates))  # none open: all
-        key_weight, key_bias = self.folded(self.key)
+        key_weight, key_bias = self.lag_embedding.folded(self.key)
         # key_k . q = x_k (W_k q) + b_k . q, per entity
         scores = ((lags * torch.einsum("kfd,nd->nkf", key_weight, query)[:, None]).sum(dim=-1)
                   + (query @ key_bias.T)[:, None, :]) / math.sqrt(self.cfg.hidden)  # (N, T', K)
         weighted = gates * torch.exp(scores - scores.max(dim=-1, keepdim=True).values)
         attention = weighted / weighted.sum(dim=-1, keepdim=True).clamp_min(1e-12)  # renormalised over open gates
-        value_weight, value_bias = self.folded(self.value)
+        value_weight, value_bias = self.lag_embedding.folded(self.value)
         # sum_k a_k value_k = (sum_k a_k x_k W_v,k) + (sum_k a_k b_v,k)
         context = ((attention[..., None] * lags).flatten(start_dim=2) @ value_weight.flatten(end_dim=1)
                    + attention @ value_bias)  # (N, T', d)
