@@ -75,10 +75,11 @@ def test_ganet_with_folded_embedding_is_embedding_then_projecting(smoke_params, 
 
 @pytest.mark.parametrize("training", [False, True], ids=["evaluation", "training"])
 def test_tft_lag_selection_with_folded_embedding_is_embedding_then_selecting(smoke_params, training):
-    """TFT takes its selection network's first layer and skip path, and its lag transform's first layer, from the lags
-    with the lag embedding folded into their weights: the same function of the same parameters as the textbook order
-    (embed every lag; the selection network on the flattened embeddings; the lag transform on each), written out
-    here, up to float32 rounding; while training with the same dropout draws (same generator state)."""
+    """TFT takes the first layers of its selection network and of its lag transform from the lags with the lag
+    embedding folded into their weights (the skip paths still read the embedding): the same function of the same
+    parameters as the textbook order (embed every lag; the selection network on the flattened embeddings; the lag
+    transform on each), written out here, up to float32 rounding; while training with the same dropout draws (same
+    generator state)."""
     cfg = smoke_params.model
     torch.manual_seed(0)
     model = build(cfg, "tft", 6, 2, 3, 2).train(training)
