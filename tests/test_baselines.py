@@ -70,7 +70,8 @@ def test_ganet_with_folded_embedding_is_embedding_then_projecting(smoke_params, 
     context = (attention[..., None] * model.value(embedded)).sum(dim=2)
     out = model(lags, proxies, static, index)
     torch.testing.assert_close(out.internal, attention, rtol=1e-5, atol=1e-6)
-    torch.testing.assert_close(out.y_hat, model.backbone(context, static, index), rtol=1e-5, atol=1e-6)
+    identity = (torch.eye(cfg.hidden), None)  # the backbone reading the context itself
+    torch.testing.assert_close(out.y_hat, model.backbone(context, identity, static, index), rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("training", [False, True], ids=["evaluation", "training"])

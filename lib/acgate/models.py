@@ -109,19 +109,37 @@ class StackedLSTM(nn.Module):
             name, layer = key[len(prefix):].rsplit("_l", 1)
             state_dict[f"{prefix}layers.{layer}.{name}_l0"] = state_dict.pop(key)
 
-    def forward(self, x: Tensor, state: tuple[Tensor, Tensor] | None = None, noise_steps: int | None = None
-                ) -> Tensor:
-        """x (N, T', n_in), state (h0, c0) each (layers, N, hidden) -> the last layer's outputs (N, T', hidden)."""
+    def forward(self, x: Tensor, state: tuple[Tensor, Tensor] | None = None, noise_steps: int | None = None,
+                input_weights: tuple[Tensor, Tensor] | None = None) -> Tensor:
+        """x (N, T', n_in), state (h0, c0) each (layers, N, hidden) -> the last layer's outputs (N, T', hidden).
+        ``input_weights`` (weight (4 hidden, n_x), bias (4 hidden,)) replace the first layer's own input weight and
+        bias, for a caller that folds an affine map of its inputs into them (x is then (N, T', n_x))."""
         for i, layer in enumerate(self.layers):
             if i:
                 x = dropout(x, self.dropout, self.training, noise_steps, time_major=True)
-            x, _ = layer(x, None if state is None else (state[0][i:i + 1], state[1][i:i + 1]))
+            layer_state = None if state is None else (state[0][i:i + 1], state[1][i:i + 1])
+            if i == 0 and input_weights is not None:
+                if layer_state is None:
+                    zeros = x.new_zeros(1, x.shape[0], layer.hidden_size)
+                    layer_state = (zeros, zeros)
+                weight, bias = input_weights
+                x = torch.lstm(x, layer_state, [weight, layer.weight_hh_l0, bias, layer.bias_hh_l0], True, 1, 0.0,
+                               self.training, False, True)[0]
+            else:
+                x, _ = layer(x, layer_state)
         return x
 
 
 class Backbone(nn.Module):
     """Entity embedding, static projection, an optional initial state from a conditioning vector, a stacked LSTM
-    over the target steps and a linear head."""
+    over the target steps and a linear head.
+
+    The LSTM's first layer reads, at every step, the model's step vector (an affine map of the model's step inputs),
+    the entity embedding and the static projection. The step map and the static projection are affine, and so is
+    the first layer's input product, so both maps are folded into that layer's input weights: the layer reads the
+    step inputs and the static features themselves (for AC-GATE on the paper's synthetic panel 11 inputs instead
+    of 80). The same function of the same parameters as projecting first (a test writes that order out), float32
+    rounding apart, at a fraction of the first layer's input arithmetic, forward and backward."""
 
     def __init__(self, cfg: ModelConfig, n_entities: int, n_static: int, n_step: int, init_dim: int = 0):
         super().__init__()
@@ -141,16 +159,33 @@ class Backbone(nn.Module):
             parts.append(self.static_proj(static))
         return parts
 
-    def forward(self, steps: Tensor, static: Tensor, entity_index: Tensor, init: Tensor | None = None,
-                noise_steps: int | None = None) -> Tensor:
-        """steps (N, T', n_step) -> y_hat (N, T')."""
-        n, length = steps.shape[:2]
-        parts = [steps] + [p[:, None, :].expand(n, length, -1) for p in self.entity_context(static, entity_index)]
+    def forward(self, inputs: Tensor, step_map: tuple[Tensor, Tensor | None], static: Tensor, entity_index: Tensor,
+                init: Tensor | None = None, noise_steps: int | None = None) -> Tensor:
+        """inputs (N, T', n_u) and ``step_map`` (weight (n_step, n_u), bias (n_step,) or None, in
+        ``nn.functional.linear``'s order): the step vectors are the map of the inputs -> y_hat (N, T')."""
+        n, length = inputs.shape[:2]
+        layer = self.lstm.layers[0]
+        n_step = step_map[0].shape[0]
+        w_ih, bias = layer.weight_ih_l0, layer.bias_ih_l0
+        weights, parts = [w_ih[:, :n_step] @ step_map[0]], [inputs]
+        if step_map[1] is not None:
+            bias = bias + w_ih[:, :n_step] @ step_map[1]
+        used = n_step
+        if self.entity_embedding is not None:
+            width = self.cfg.entity_embedding
+            weights.append(w_ih[:, used:used + width])
+            parts.append(self.entity_embedding(entity_index)[:, None, :].expand(n, length, -1))
+            used += width
+        if self.static_proj is not None:
+            weights.append(w_ih[:, used:] @ self.static_proj.weight)
+            bias = bias + w_ih[:, used:] @ self.static_proj.bias
+            parts.append(static[:, None, :].expand(n, length, -1))
         state = None
         if self.init_state is not None:
             h0, c0 = torch.tanh(self.init_state(init)).view(n, 2, self.cfg.lstm_layers, -1).permute(1, 2, 0, 3)
             state = (h0.contiguous(), c0.contiguous())
-        return self.head(self.lstm(torch.cat(parts, dim=-1), state, noise_steps)).squeeze(-1)
+        hidden = self.lstm(torch.cat(parts, dim=-1), state, noise_steps, (torch.cat(weights, dim=1), bias))
+        return self.head(hidden).squeeze(-1)
 
 
 class ACGate(nn.Module):
@@ -191,10 +226,12 @@ class ACGate(nn.Module):
         z = self.score(proxies)
         omega = self.lag_weights(z)
         p_hat = self.recon_head(z.detach() if self.cfg.recon_detach else z)
-        # h is affine, so sum_k omega_k h(x_{t-k}) = h(sum_k omega_k x_{t-k}): aggregate first, project once
-        context = self.lag_proj(torch.einsum("ntkf,nk->ntf", lags, omega))  # c: (N, T', d)
-        return Output(y_hat=self.backbone(context, static, entity_index, init=z, noise_steps=noise_steps), omega=omega,
-                      z=z, p_hat=p_hat)
+        # h is affine, so sum_k omega_k h(x_{t-k}) = h(sum_k omega_k x_{t-k}): aggregate first; the backbone takes
+        # the context c = h(aggregate) (N, T', d) through h's weights, folded into its first layer
+        aggregate = torch.einsum("ntkf,nk->ntf", lags, omega)
+        y_hat = self.backbone(aggregate, (self.lag_proj.weight, self.lag_proj.bias), static, entity_index, init=z,
+                              noise_steps=noise_steps)
+        return Output(y_hat=y_hat, omega=omega, z=z, p_hat=p_hat)
 
 
 class PlainLSTM(nn.Module):
@@ -210,8 +247,9 @@ class PlainLSTM(nn.Module):
 
     def forward(self, lags: Tensor, proxies: Tensor, static: Tensor, entity_index: Tensor,
                 noise_steps: int | None = None) -> Output:
-        steps = self.window_proj(lags.flatten(start_dim=2))
-        return Output(y_hat=self.backbone(steps, static, entity_index, noise_steps=noise_steps))
+        step_map = (self.window_proj.weight, self.window_proj.bias)
+        return Output(y_hat=self.backbone(lags.flatten(start_dim=2), step_map, static, entity_index,
+                                          noise_steps=noise_steps))
 
 
 class LagEmbedding(nn.Module):
@@ -402,11 +440,12 @@ class GANet(nn.Module):
         weighted = gates * torch.exp(scores - scores.max(dim=-1, keepdim=True).values)
         attention = weighted / weighted.sum(dim=-1, keepdim=True).clamp_min(1e-12)  # renormalised over open gates
         value_weight, value_bias = self.lag_embedding.folded(self.value)
-        # sum_k a_k value_k = (sum_k a_k x_k W_v,k) + (sum_k a_k b_v,k)
-        context = ((attention[..., None] * lags).flatten(start_dim=2) @ value_weight.flatten(end_dim=1)
-                   + attention @ value_bias)  # (N, T', d)
-        return Output(y_hat=self.backbone(context, static, entity_index, noise_steps=noise_steps), internal=attention,
-                      gates=gates, gate_density=gates.mean())
+        # the context sum_k a_k value_k = (sum_k a_k x_k W_v,k) + (sum_k a_k b_v,k) (N, T', d) is linear in the
+        # attention-weighted lags and the attention: the backbone takes it through that map, folded
+        inputs = torch.cat([(attention[..., None] * lags).flatten(start_dim=2), attention], dim=-1)
+        step_map = (torch.cat([value_weight.flatten(end_dim=1), value_bias]).T, None)
+        return Output(y_hat=self.backbone(inputs, step_map, static, entity_index, noise_steps=noise_steps),
+                      internal=attention, gates=gates, gate_density=gates.mean())
 
 
 def build(cfg: ModelConfig, method: str, n_entities: int, n_features: int, n_proxies: int, n_static: int) -> nn.Module:
