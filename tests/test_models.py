@@ -122,16 +122,19 @@ def test_unknown_method_is_refused(smoke_params):
 
 
 @pytest.mark.parametrize("training", [False, True], ids=["evaluation", "training"])
-@pytest.mark.parametrize("context", [True, False], ids=["embedding, statics, initial state", "none"])
-def test_backbone_with_folded_step_map_is_projecting_then_running_the_lstm(smoke_params, training, context):
+@pytest.mark.parametrize("embedding, statics", [(True, True), (False, True), (False, False)],
+                         ids=["embedding, statics, initial state", "statics", "none"])
+def test_backbone_with_folded_step_map_is_projecting_then_running_the_lstm(smoke_params, training, embedding,
+                                                                             statics):
     """The backbone folds the step map (here with a bias, as AC-GATE's and Plain LSTM's; GA-Net's has none) and
     the static projection into its first LSTM layer's input weights: the same outputs and parameter gradients as
     the textbook order, written out here (project the step inputs, concatenate the entity embedding and the static
     projection, run the layers, dropout between them), float32 rounding apart; in training with the same draws."""
     cfg = dataclasses.replace(smoke_params.model, lstm_layers=2, dropout=0.3,
-                              **({} if context else {"entity_embedding": 0}))
+                              **({} if embedding else {"entity_embedding": 0}))
     torch.manual_seed(0)
-    n_static, init_dim = (2, 1) if context else (0, 0)
+    context = embedding and statics  # with an initial state too
+    n_static, init_dim = (2 if statics else 0), (1 if context else 0)
     backbone = Backbone(cfg, 6, n_static, cfg.hidden, init_dim=init_dim).train(training)
     step_map = (torch.randn(cfg.hidden, 3, requires_grad=True), torch.randn(cfg.hidden, requires_grad=True))
     inputs, static, index = torch.randn(6, 7, 3), torch.randn(6, n_static), torch.arange(6)
@@ -161,6 +164,13 @@ def test_backbone_with_folded_step_map_is_projecting_then_running_the_lstm(smoke
     torch.testing.assert_close(outputs[0], outputs[1], rtol=1e-5, atol=1e-6)
     for folded, written_out in zip(*gradients, strict=True):
         torch.testing.assert_close(folded, written_out, rtol=1e-4, atol=1e-5)
+
+
+def test_backbone_refuses_a_step_map_of_the_wrong_width(smoke_params):
+    backbone = Backbone(smoke_params.model, 6, 2, smoke_params.model.hidden)
+    inputs = torch.randn(6, 7, 3)
+    with pytest.raises(ValueError, match=r"the step map's weight is \(15, 3\); this backbone needs \(16, 3\)"):
+        backbone(inputs, (torch.randn(15, 3), None), torch.randn(6, 2), torch.arange(6))
 
 
 def test_stacked_lstm_and_dropout_draw_what_torch_draws():

@@ -83,7 +83,7 @@ def epoch_flops(params: Params, seed: int = 0, method: str = "acgate") -> float:
     it, so its products are counted from the shapes it is called with (:func:`lstm_flops`; backward = twice forward)."""
     from torch.utils.flop_counter import FlopCounterMode
 
-    from acgate.models import build
+    from acgate.models import StackedLSTM, build
     from acgate.panel import Normalisers
     from acgate.prep import panel_for_training
     from acgate.train import Batch, masked_mse, recon_loss
@@ -96,12 +96,12 @@ def epoch_flops(params: Params, seed: int = 0, method: str = "acgate") -> float:
     lstm = []
 
     def record(module, inputs, _output):
-        x = inputs[0]
-        batch_size, steps = (x.shape[0], x.shape[1]) if module.batch_first else (x.shape[1], x.shape[0])
+        x = inputs[0]  # (N, T', inputs of the first layer: its own, or the ones folded into it)
         passes = 3 if torch.is_grad_enabled() else 1  # forward, plus backward (input and weight gradients)
-        lstm.append(passes * lstm_flops(module.input_size, module.hidden_size, module.num_layers, batch_size, steps))
+        hidden = module.layers[0].hidden_size
+        lstm.append(passes * lstm_flops(x.shape[-1], hidden, len(module.layers), x.shape[0], x.shape[1]))
 
-    hooks = [m.register_forward_hook(record) for m in model.modules() if isinstance(m, torch.nn.LSTM)]
+    hooks = [m.register_forward_hook(record) for m in model.modules() if isinstance(m, StackedLSTM)]
     with FlopCounterMode(display=False) as counter:
         train_batch = batch.through("train")
         out = model(*train_batch.inputs(), noise_steps=batch.y.shape[1])

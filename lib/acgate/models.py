@@ -31,6 +31,7 @@ and so the training path, those of the whole batch.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -38,6 +39,10 @@ import torch
 from torch import Tensor, nn
 
 from acgate.config import GATE_METHODS, NEURAL_BASELINES, ModelConfig
+
+# cuDNN copies LSTM weights that are not in a module's flat buffer, as the backbone's folded first-layer weights (a
+# few KB) are not, and warns of the memory that costs with large ones: that warning, from this module's calls only
+warnings.filterwarnings("ignore", message="RNN module weights are not part of single contiguous", module=__name__)
 
 
 def lag_windows(x: Tensor, max_lag: int) -> Tensor:
@@ -113,7 +118,8 @@ class StackedLSTM(nn.Module):
                 input_weights: tuple[Tensor, Tensor] | None = None) -> Tensor:
         """x (N, T', n_in), state (h0, c0) each (layers, N, hidden) -> the last layer's outputs (N, T', hidden).
         ``input_weights`` (weight (4 hidden, n_x), bias (4 hidden,)) replace the first layer's own input weight and
-        bias, for a caller that folds an affine map of its inputs into them (x is then (N, T', n_x))."""
+        bias, for a caller that folds an affine map of its inputs into them (x is then (N, T', n_x)); that layer then
+        runs as ``torch.lstm``, not as its module (hooks on the module do not fire)."""
         for i, layer in enumerate(self.layers):
             if i:
                 x = dropout(x, self.dropout, self.training, noise_steps, time_major=True)
@@ -122,9 +128,8 @@ class StackedLSTM(nn.Module):
                 if layer_state is None:
                     zeros = x.new_zeros(1, x.shape[0], layer.hidden_size)
                     layer_state = (zeros, zeros)
-                weight, bias = input_weights
-                x = torch.lstm(x, layer_state, [weight, layer.weight_hh_l0, bias, layer.bias_hh_l0], True, 1, 0.0,
-                               self.training, False, True)[0]
+                weights = [input_weights[0], layer.weight_hh_l0, input_weights[1], layer.bias_hh_l0]
+                x = torch.lstm(x, layer_state, weights, True, 1, 0.0, self.training, False, True)[0]
             else:
                 x, _ = layer(x, layer_state)
         return x
@@ -137,13 +142,15 @@ class Backbone(nn.Module):
     The LSTM's first layer reads, at every step, the model's step vector (an affine map of the model's step inputs),
     the entity embedding and the static projection. The step map and the static projection are affine, and so is
     the first layer's input product, so both maps are folded into that layer's input weights: the layer reads the
-    step inputs and the static features themselves (for AC-GATE on the paper's synthetic panel 11 inputs instead
-    of 80). The same function of the same parameters as projecting first (a test writes that order out), float32
-    rounding apart, at a fraction of the first layer's input arithmetic, forward and backward."""
+    step inputs, the entity embedding and the static features themselves (for AC-GATE on the paper's synthetic
+    panel 11 inputs instead of 80). The same function of the same parameters as projecting first (a test writes
+    that order out), float32 rounding apart, at a fraction of the first layer's input arithmetic, forward and
+    backward, whenever the step inputs are fewer than the step vector's width (every model and panel here; a
+    Plain LSTM or GA-Net with some 60 lag inputs or more would gain nothing)."""
 
     def __init__(self, cfg: ModelConfig, n_entities: int, n_static: int, n_step: int, init_dim: int = 0):
         super().__init__()
-        self.cfg = cfg
+        self.cfg, self.n_step = cfg, n_step
         self.entity_embedding = nn.Embedding(n_entities, cfg.entity_embedding) if cfg.entity_embedding else None
         self.static_proj = nn.Linear(n_static, cfg.static_embedding) if n_static else None
         self.init_state = nn.Linear(init_dim, 2 * cfg.lstm_layers * cfg.hidden) if init_dim else None
@@ -164,8 +171,11 @@ class Backbone(nn.Module):
         """inputs (N, T', n_u) and ``step_map`` (weight (n_step, n_u), bias (n_step,) or None, in
         ``nn.functional.linear``'s order): the step vectors are the map of the inputs -> y_hat (N, T')."""
         n, length = inputs.shape[:2]
+        n_step = self.n_step
+        if step_map[0].shape != (n_step, inputs.shape[-1]):
+            raise ValueError(f"the step map's weight is {tuple(step_map[0].shape)}; this backbone needs "
+                             f"({n_step}, {inputs.shape[-1]}) for step inputs of width {inputs.shape[-1]}")
         layer = self.lstm.layers[0]
-        n_step = step_map[0].shape[0]
         w_ih, bias = layer.weight_ih_l0, layer.bias_ih_l0
         weights, parts = [w_ih[:, :n_step] @ step_map[0]], [inputs]
         if step_map[1] is not None:

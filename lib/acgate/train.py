@@ -208,8 +208,9 @@ def _train_step(model: torch.nn.Module, optimiser: torch.optim.Optimizer, batch:
     recon = (recon_loss(out.p_hat, batch.proxies, params.model.recon_anchor_weight) if out.p_hat is not None
              else torch.zeros((), device=task.device))
     (task + model.recon_weight * recon).backward()
-    # the optimiser's list of the parameters (model.parameters(), in its order): no walk of the module tree
-    torch.nn.utils.clip_grad_norm_(optimiser.param_groups[0]["params"], params.train.grad_clip)
+    # the optimiser's lists of the parameters (model.parameters(), in its order): no walk of the module tree
+    torch.nn.utils.clip_grad_norm_([p for group in optimiser.param_groups for p in group["params"]],
+                                   params.train.grad_clip)
     optimiser.step()
     return task.item(), recon.item()
 
