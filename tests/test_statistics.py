@@ -153,3 +153,24 @@ def test_clopper_pearson_against_the_beta_quantiles():
 def test_p_at_the_permutation_floor_prints_as_such():
     assert statistics.format_p(1 / 2001, 2000) == "<= 1/2001"
     assert statistics.format_p(0.0123, 2000) == "0.012" and statistics.format_p(float("nan")) == "n/a"
+
+
+def test_average_ranks_are_scipys_rankdata_to_the_bit():
+    """The audit's ranks (numpy alone) are scipy.stats.rankdata's, exactly: ties, both axes, a NaN slice."""
+    rng = np.random.default_rng(3)
+    tied = rng.integers(0, 6, size=(40, 7)).astype(float)  # many ties in every column and row
+    tied[5, 2] = np.nan  # column 2 and row 5 hold a NaN
+    for values in (tied, rng.normal(size=(30, 4)), rng.integers(0, 3, size=25).astype(float), np.array([2.0])):
+        for axis in range(values.ndim):
+            np.testing.assert_array_equal(statistics.average_ranks(values, axis=axis),
+                                          stats.rankdata(values, axis=axis))
+
+
+def test_spearman_is_scipys_to_the_bit():
+    rng = np.random.default_rng(4)
+    for _ in range(20):
+        a, b = rng.integers(0, 8, size=50).astype(float), rng.normal(size=50)
+        assert statistics.spearman(a, b) == stats.spearmanr(a, b).statistic
+        assert statistics.spearman(b, b[::-1] + a) == stats.spearmanr(b, b[::-1] + a).statistic
+    assert np.isnan(statistics.spearman(np.ones(5), np.arange(5.0)))
+    assert np.isnan(statistics.spearman(np.array([1.0, np.nan, 3.0]), np.arange(3.0)))

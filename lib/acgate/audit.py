@@ -31,7 +31,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from acgate import sources, statistics, verdicts
 from acgate.baselines import persistence
@@ -369,7 +368,7 @@ def _proxy_overlap(info: dict[int, EntityInfo]) -> dict[str, tuple[float, str, f
             _, values, proxies = _aligned(entity_info.stratifiers[name], entity_info, name)
             best, closest, joint = overlap.get(name, (-1.0, "", -1.0))
             for m, proxy in enumerate(entity_info.proxies.columns):
-                rho = 1.0 if name == proxy else abs(stats.spearmanr(values, proxies[:, m]).statistic)
+                rho = 1.0 if name == proxy else abs(statistics.spearman(values, proxies[:, m]))
                 if rho > best:
                     best, closest = float(rho), proxy
             joint = max(joint, 1.0 if name in entity_info.proxies.columns else

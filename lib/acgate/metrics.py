@@ -8,7 +8,8 @@ every run's metrics.json) and the recovery of a known true lag by k* (L3).
 from __future__ import annotations
 
 import numpy as np
-from scipy import stats
+
+from acgate import statistics
 
 TRUTHS = {"lag_centre": "kstar_true", "dgp_mean_lag": "dgp_mean_lag"}  # L3's truths and their lags.csv columns
 
@@ -49,5 +50,5 @@ def l3_recovery(kstar: np.ndarray, truth: np.ndarray) -> dict[str, float]:
     if len(kstar) < 2:
         return {"mae": float("nan"), "spearman": float("nan")}
     mae = float(np.mean(np.abs(kstar - truth)))
-    rho = float("nan") if np.ptp(kstar) == 0 or np.ptp(truth) == 0 else float(stats.spearmanr(kstar, truth).statistic)
+    rho = float("nan") if np.ptp(kstar) == 0 or np.ptp(truth) == 0 else statistics.spearman(kstar, truth)
     return {"mae": mae, "spearman": rho}
