@@ -32,11 +32,10 @@ def average_ranks(values: np.ndarray, axis: int = 0) -> np.ndarray:
     if differs.all():  # no ties: the ranks are the positions
         in_order = position + 1.0
     else:
-        edge = np.ones(x.shape, dtype=bool)
-        edge[..., 1:] = differs  # the first of a run of equal values
-        first = np.maximum.accumulate(np.where(edge, position, 0), axis=-1)  # each value's run: its first position
-        edge[..., 1:], edge[..., :-1] = True, differs  # the last of a run
-        last = np.minimum.accumulate(np.where(edge, position, x.shape[-1])[..., ::-1], axis=-1)[..., ::-1]
+        starts, ends = np.ones(x.shape, dtype=bool), np.ones(x.shape, dtype=bool)  # of the runs of equal values
+        starts[..., 1:], ends[..., :-1] = differs, differs
+        first = np.maximum.accumulate(np.where(starts, position, 0), axis=-1)  # each value's run: its first position
+        last = np.minimum.accumulate(np.where(ends, position, x.shape[-1])[..., ::-1], axis=-1)[..., ::-1]
         in_order = (first + last) / 2 + 1  # whole or half numbers: exact
     ranks = np.empty(x.shape)
     np.put_along_axis(ranks, order, in_order, axis=-1)
