@@ -2,6 +2,7 @@
 under the smoke profile; the figures themselves are measured by `make bench`, not asserted here."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -27,9 +28,14 @@ def test_matmul_peak_reports_the_best_size():
 
 @pytest.mark.slow
 def test_bench_runs_end_to_end_under_the_smoke_profile(tmp_path):
+    project = tmp_path / "project"  # a project root of its own (ACGATE_ROOT), so what the bench writes is seen
+    project.mkdir()
+    for name in ("params", "notebooks", "tables", "pyproject.toml"):
+        (project / name).symlink_to(ROOT / name)
     cmd = [sys.executable, "-m", "acgate.bench", "--domains", "synthetic_linear", "--methods", "acgate",
            "--repeats", "1", "--profile", "params/smoke.yaml", "--at-once", "2", "--out", str(tmp_path)]
-    done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    env = {**os.environ, "ACGATE_ROOT": str(project)}
+    done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "of the matmul peak" in done.stdout and "Papermill:" in done.stdout
     record = json.loads((tmp_path / "latest.json").read_text())
@@ -47,3 +53,7 @@ def test_bench_runs_end_to_end_under_the_smoke_profile(tmp_path):
     replicate = record["calibration"][0]
     assert replicate["device"] == "cpu" and replicate["fits"] == 15 and replicate["seconds"]["median"] > 0
     assert "audit calibration, one linear replicate (15 fits and its audit) on cpu" in done.stdout
+    # its smoke-profile draws went to a folder of its own, not over data/processed, where the paper's runs find the
+    # panels they were trained on
+    assert not (project / "data").exists()
+    assert (project / "runs" / "bench" / "data" / "processed" / "synthetic_linear" / "seed01" / "panel.npz").is_file()

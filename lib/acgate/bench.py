@@ -23,7 +23,8 @@ Measures, on this machine:
 - **the full-suite wall time** of the last ``make paper`` (from ``tables/run_manifest.json``);
 - the same run timings on CUDA when a GPU is present, with its model and peak GPU memory.
 
-Timings are medians; the spread (min..max) is printed beside each. Run it on an otherwise idle machine.
+Timings are medians; the spread (min..max) is printed beside each. Run it on an otherwise idle machine. Synthetic
+panels are drawn into ``runs/bench/data`` (:func:`data_root`), never over the grid's.
 """
 
 from __future__ import annotations
@@ -88,8 +89,7 @@ def epoch_flops(params: Params, seed: int = 0, method: str = "acgate") -> float:
     from acgate.prep import panel_for_training
     from acgate.train import Batch, masked_mse, recon_loss
 
-    root = project_root()
-    panel = panel_for_training(params, seed, root / "data")
+    panel = panel_for_training(params, seed, data_root(params))
     cfg = params.model
     batch = Batch.build(panel, Normalisers.fit(panel), cfg.max_lag, torch.device("cpu"))
     model = build(cfg, method, panel.n_entities, panel.X.shape[2], panel.P.shape[1], panel.S.shape[1])
@@ -121,6 +121,14 @@ def _params(domain: str, profile: str) -> Params:
     return load_params(root / "params" / f"{domain}.yaml", root / profile if profile else None)
 
 
+def data_root(params: Params) -> Path:
+    """Where the benchmark reads the panel of ``params.domain``: a real domain's prepared panel from the project's
+    ``data/`` (01_data_prep's, read only), a synthetic draw from ``runs/bench/data`` (drawn there on first use).
+    Never the project's ``data/processed/<synthetic domain>/``: the paper's runs record the digest of the panel
+    they were trained on, and a draw under another profile written there would make them stale."""
+    return project_root() / ("runs/bench/data" if params.synthetic is not None else "data")
+
+
 def timed_runs(domain: str, method: str, seed: int, device: str, profile: str, repeats: int) -> dict:
     """In this process: one untimed warm-up run (its wall time is kept as ``cold_seconds``: first-call costs such
     as lazy imports and kernel initialisation), then ``repeats`` timed runs of ``run_method`` (artifacts into a
@@ -131,7 +139,7 @@ def timed_runs(domain: str, method: str, seed: int, device: str, profile: str, r
 
     params = _params(domain, profile)
     params = replace(params, train=replace(params.train, device=device))
-    panel = panel_for_training(params, seed, project_root() / "data")
+    panel = panel_for_training(params, seed, data_root(params))
     runs = []
     for _ in range(repeats + 1):
         if device == "cuda":
@@ -226,7 +234,7 @@ def papermill_overhead(domain: str, seed: int, repeats: int, profile: str = "") 
     call) is taken off its wall time, so the run-to-run spread of training does not swamp the difference; the two
     paths run in alternation, so a drift in the machine's speed falls on both, and the overhead is the median of
     the paired differences."""
-    root = project_root()
+    root, data = project_root(), data_root(_params(domain, profile))
     notebook_fixed, direct_fixed, outside_cells, extra_cells = [], [], [], []
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(repeats):
@@ -234,7 +242,8 @@ def papermill_overhead(domain: str, seed: int, repeats: int, profile: str = "") 
             start = time.perf_counter()  # as a workflow job runs it: a fresh process, interpreter start included
             done = subprocess.run([sys.executable, "-m", "acgate.notebook", "run",
                                    str(root / "notebooks" / "03_train.py"), str(output), f"domain={domain}",
-                                   f"seed={seed}", "methods=[acgate]", f"runs_dir={tmp}", f"profile_file={profile}"],
+                                   f"seed={seed}", "methods=[acgate]", f"runs_dir={tmp}", f"data_dir={data}",
+                                   f"profile_file={profile}"],
                                   capture_output=True, text=True)
             wall = time.perf_counter() - start
             if done.returncode != 0:
