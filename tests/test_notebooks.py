@@ -341,6 +341,23 @@ def test_html_view_lists_pages_in_pipeline_order_links_outputs_and_scrolls_wide_
     assert 'href="../../../index.html"' in page and "overflow-x:auto" in page
 
 
+def test_html_pages_converted_in_several_processes_are_those_of_one(tmp_path):
+    notebooks = []
+    for i in range(5):
+        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(f"# notebook {i}"),
+                                             nbformat.v4.new_code_cell(f"print({i})")])
+        notebooks.append(tmp_path / "runs" / "d" / f"seed{i:02d}" / "03_train.ipynb")
+        notebooks[-1].parent.mkdir(parents=True)
+        nbformat.write(nb, notebooks[-1])
+    pages = {}
+    for jobs in (1, 2):
+        index = tmp_path / f"html{jobs}" / "index.html"
+        written = html_view(index, notebooks, jobs=jobs)
+        assert len(written) == 5 and all(page.is_relative_to(index.parent) for page in written)
+        pages[jobs] = {page.relative_to(index.parent): page.read_text() for page in written}
+    assert pages[1] == pages[2] and "notebook 3" in pages[2][next(p for p in pages[2] if "seed03" in str(p))]
+
+
 def test_the_notebooks_import_nothing_of_the_runner(tmp_path):
     """Every notebook imports acgate.notebook (for resolve); Jupytext, nbformat and Papermill stay out of the kernel,
     as does jsonschema under them, whose optional IRI grammar (rfc3987_syntax) takes seconds to import. The runner

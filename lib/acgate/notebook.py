@@ -24,12 +24,14 @@ what ran without starting Jupyter. A page newer than its notebook is kept.
 from __future__ import annotations
 
 import argparse
+import functools
 import html
 import logging
 import os
 import re
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -281,15 +283,24 @@ def _step(stem: str) -> int:
     return STEPS.index(stem) if stem in STEPS else len(STEPS)
 
 
-def _page(nb: nbformat.NotebookNode, name: str, index: Path, page: Path) -> str:
-    """A notebook as an HTML page (nbconvert) whose output areas scroll sideways, with a link back to the index."""
+@functools.cache
+def _exporter():
+    """One nbconvert HTML exporter per process: building one loads its templates, a third of a page's time."""
     from nbconvert import HTMLExporter
 
-    body, _ = HTMLExporter().from_notebook_node(nb, resources={"metadata": {"name": name}})
+    return HTMLExporter()
+
+
+def _write_page(nb: nbformat.NotebookNode, name: str, index: Path, page: Path) -> Path:
+    """Write a notebook as an HTML page (nbconvert) whose output areas scroll sideways, with a link back to the
+    index; returns the page."""
+    body, _ = _exporter().from_notebook_node(nb, resources={"metadata": {"name": name}})
     back = html.escape(os.path.relpath(index, page.parent))
     body = body.replace("</head>", f"<style>{PAGE_STYLE}</style>\n</head>", 1)
-    return re.sub(r"(<body[^>]*>)", rf'\1<nav class="acgate"><a href="{back}">&larr; all notebooks</a></nav>', body,
-                  count=1)
+    page.parent.mkdir(parents=True, exist_ok=True)
+    page.write_text(re.sub(r"(<body[^>]*>)", rf'\1<nav class="acgate"><a href="{back}">&larr; all notebooks</a></nav>',
+                           body, count=1))
+    return page
 
 
 def _outputs(index: Path, notebooks: list[nbformat.NotebookNode]) -> str:
@@ -317,14 +328,15 @@ def _outputs(index: Path, notebooks: list[nbformat.NotebookNode]) -> str:
             f"<h2>Figures</h2>\n{shown}\n")
 
 
-def html_view(index: Path, notebooks: list[Path]) -> list[Path]:
+def html_view(index: Path, notebooks: list[Path], jobs: int = 1) -> list[Path]:
     """Write each notebook as HTML under ``index``'s folder (mirroring its path; each page links back to the
     index) and the index page: the notebooks in pipeline order (:data:`STEPS`) by domain and seed, and links to
-    the tables and figures they wrote. Returns the pages written or refreshed."""
+    the tables and figures they wrote. Pages are converted in ``jobs`` processes when more than one. Returns the pages
+    written or refreshed."""
     import nbformat
 
     index = Path(index)
-    rows, written, read = [], [], []
+    rows, due, read = [], [], []
     for notebook in map(Path, notebooks):
         try:  # pages mirror the notebooks' paths below the working directory (else their absolute path)
             relative = notebook.resolve().relative_to(Path.cwd().resolve())
@@ -334,12 +346,15 @@ def html_view(index: Path, notebooks: list[Path]) -> list[Path]:
         nb = nbformat.read(notebook, as_version=4)
         read.append(nb)
         if not page.is_file() or page.stat().st_mtime < notebook.stat().st_mtime:
-            page.parent.mkdir(parents=True, exist_ok=True)
-            page.write_text(_page(nb, notebook.stem, index, page))
-            written.append(page)
+            due.append((nb, notebook.stem, index, page))
         domain, seed = _where(notebook)
         seconds = nb.metadata.get("papermill", {}).get("duration")
         rows.append((domain, seed, notebook.stem, page.relative_to(index.parent).as_posix(), seconds, str(relative)))
+    if jobs > 1 and len(due) > 1:
+        with ProcessPoolExecutor(min(jobs, len(due)), initializer=_without_iri_grammar) as pool:
+            written = list(pool.map(_write_page, *zip(*due, strict=True), chunksize=max(1, len(due) // (4 * jobs))))
+    else:
+        written = [_write_page(*page) for page in due]
     first = {d: min(_step(r[2]) for r in rows if r[0] == d) for d in {r[0] for r in rows}}  # a domain's first step
     rows.sort(key=lambda r: (first[r[0]], r[0], _step(r[2]), r[1]))
     sections = []
@@ -365,11 +380,16 @@ def _parameter(text: str) -> tuple[str, object]:
     return key, yaml.safe_load(value) if value else ""
 
 
-def main(argv: list[str] | None = None) -> None:
-    # nbformat imports jsonschema, which imports rfc3987_syntax when it is installed (JupyterLab's dependencies bring
-    # it) and builds its IRI grammar at import: about 2 s of every notebook job. nbformat validates notebooks without
-    # a format checker, so nothing here uses it; this process does without it (the kernels never import it).
+def _without_iri_grammar() -> None:
+    """nbformat imports jsonschema, which imports rfc3987_syntax when it is installed (JupyterLab's dependencies bring
+    it) and builds its IRI grammar at import: about 2 s of every notebook job. nbformat validates notebooks without a
+    format checker, so nothing here uses it; this process (and its page workers) do without it (the kernels never
+    import it)."""
     sys.modules.setdefault("rfc3987_syntax", None)
+
+
+def main(argv: list[str] | None = None) -> None:
+    _without_iri_grammar()
     parser = argparse.ArgumentParser(prog="python -m acgate.notebook", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="execute one notebook with Papermill")
@@ -382,9 +402,10 @@ def main(argv: list[str] | None = None) -> None:
     view = sub.add_parser("html", help="HTML pages of executed notebooks and an index page")
     view.add_argument("index", type=Path, help="the index page, e.g. runs/html/index.html")
     view.add_argument("notebooks", nargs="+", type=Path, help="executed .ipynb files")
+    view.add_argument("--jobs", type=int, default=1, help="processes converting pages (default 1)")
     args = parser.parse_args(argv)
     if args.command == "html":
-        written = html_view(args.index, args.notebooks)
+        written = html_view(args.index, args.notebooks, args.jobs)
         print(f"{args.index}: {len(args.notebooks)} notebooks, {len(written)} pages written", flush=True)
         return
     parameters = dict(args.parameters)
