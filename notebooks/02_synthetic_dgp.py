@@ -28,7 +28,6 @@ data_dir: str = "data"  # processed panels go to <data_dir>/processed/
 # %%
 import matplotlib.pyplot as plt
 import numpy as np
-import seaborn as sns
 
 from acgate.dgp import load_or_simulate
 from acgate.layout import panel_dir
@@ -71,9 +70,11 @@ plt.show()
 # %%
 fig, ax = plt.subplots(figsize=(6, 3.5))
 weights = truth["lag_weights"][order]
-sns.heatmap(weights.T, ax=ax, cmap="viridis", cbar_kws={"label": "$w_k$"},
-            yticklabels=np.arange(1, weights.shape[1] + 1), xticklabels=False)
-ax.set(xlabel="entities, by increasing z", ylabel="lag k", title="DGP lag weights")
+image = ax.imshow(weights.T, aspect="auto", interpolation="nearest", cmap="viridis",
+                  extent=(0, len(weights), weights.shape[1] + 0.5, 0.5))  # a row per lag, lag 1 on top
+fig.colorbar(image, ax=ax, label="$w_k$")
+ax.set(xlabel="entities, by increasing z", ylabel="lag k", title="DGP lag weights", xticks=[],
+       yticks=np.arange(1, weights.shape[1] + 1))
 plt.show()
 
 # %% [markdown]

@@ -35,7 +35,6 @@ retrain: bool = False  # true: retrain a method even when its finished run has t
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-import seaborn as sns
 
 from acgate.layout import method_dir
 from acgate.notebook import resolve
@@ -135,8 +134,10 @@ if "lag_weights" in panel.truth and to_train:
     top = max(np.nanmax(learned), np.nanmax(true))  # one colour scale for both
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.2))
     for ax, weights, title in ((axes[0], learned, f"learned omega ({shown})"), (axes[1], true, "DGP lag weights")):
-        sns.heatmap(weights.T, ax=ax, cmap="viridis", vmin=0, vmax=top, xticklabels=False,
-                    yticklabels=np.arange(1, weights.shape[1] + 1))
-        ax.set(title=title, xlabel="entities, by increasing true z", ylabel="lag k")
+        image = ax.imshow(weights.T, aspect="auto", interpolation="nearest", cmap="viridis", vmin=0, vmax=top,
+                          extent=(0, len(weights), weights.shape[1] + 0.5, 0.5))  # a row per lag, lag 1 on top
+        fig.colorbar(image, ax=ax)
+        ax.set(title=title, xlabel="entities, by increasing true z", ylabel="lag k", xticks=[],
+               yticks=np.arange(1, weights.shape[1] + 1))
     plt.tight_layout()
     plt.show()

@@ -12,7 +12,9 @@ import itertools
 
 import numpy as np
 import pandas as pd
-from scipy import stats
+
+# scipy.stats is imported in the functions that call it: its import takes about 0.6 s, and a training process (whose
+# L3 recovery takes spearman from here) calls none of them
 
 TIE_TOLERANCE = 1e-12  # |statistic| ties with the observed one count as exceeding it
 
@@ -22,6 +24,7 @@ def average_ranks(values: np.ndarray, axis: int = 0) -> np.ndarray:
     their positions, NaN for every element of a slice that holds a NaN. The same numbers (ranks are whole or half
     numbers, exact in float64; a test compares), in numpy alone: scipy's call costs about 1 ms whatever the size,
     and an audit ranks thousands of small vectors."""
+
     x = np.ascontiguousarray(np.moveaxis(np.asarray(values, dtype=float), axis, -1))
     if x.size == 0:
         return np.moveaxis(x, -1, axis)
@@ -47,6 +50,7 @@ def spearman(a: np.ndarray, b: np.ndarray) -> float:
     """``scipy.stats.spearmanr(a, b).statistic`` for two vectors: the Pearson correlation (``np.corrcoef``, as scipy
     takes it) of their average ranks, without the p-value and scipy's per-call cost. NaN when either holds a NaN
     or is constant (scipy warns there; the callers here check first)."""
+
     ranks = np.ascontiguousarray(average_ranks(np.column_stack((a, b)), axis=0))
     if np.isnan(ranks).any() or np.ptp(ranks[:, 0]) == 0 or np.ptp(ranks[:, 1]) == 0:
         return float("nan")
@@ -100,6 +104,8 @@ def lag_free_p(kstar: np.ndarray, stratifier: np.ndarray, proxies: np.ndarray, d
 
 def fisher_combined(pvalues: np.ndarray) -> float:
     """Fisher's combination of independent p-values (scipy); NaN when there are none."""
+    from scipy import stats
+
     pvalues = np.asarray(pvalues, dtype=float)
     pvalues = pvalues[np.isfinite(pvalues)]
     return float(stats.combine_pvalues(pvalues, method="fisher").pvalue) if len(pvalues) else float("nan")
@@ -110,6 +116,8 @@ def paired_wilcoxon(values: pd.Series, reference: pd.Series) -> dict:
     both have. W is scipy's statistic, min(W+, W-); differences are method minus reference; ``nonzero_pairs``
     counts the pairs that differ (zero differences carry no rank); ``hodges_lehmann`` is the median of the
     Walsh averages of the differences, the estimate that goes with the test."""
+    from scipy import stats
+
     both = pd.concat({"m": values, "r": reference}, axis=1).dropna()
     diff = both.m - both.r
     row = {"n_pairs": len(both), "nonzero_pairs": int((diff != 0).sum()),
@@ -136,6 +144,8 @@ def hodges_lehmann(diff: np.ndarray) -> float:
 def wilcoxon_greater(diff: np.ndarray) -> float:
     """One-sided Wilcoxon signed-rank p for H1: the differences are shifted above 0 (scipy; zeros dropped).
     1 when no difference is non-zero."""
+    from scipy import stats
+
     diff = np.asarray(diff, dtype=float)
     diff = diff[np.isfinite(diff)]
     if not np.any(diff != 0):
@@ -202,6 +212,8 @@ def seed_agreement(kstar: pd.DataFrame) -> dict[str, float]:
 
 def clopper_pearson(successes: int, trials: int, level: float = 0.95) -> tuple[float, float]:
     """Exact (Clopper-Pearson) confidence interval of a binomial proportion (scipy)."""
+    from scipy import stats
+
     interval = stats.binomtest(successes, trials).proportion_ci(confidence_level=level, method="exact")
     return float(interval.low), float(interval.high)
 
