@@ -10,7 +10,8 @@
 #   make dry-run          list the jobs `make paper` would run, and why, without running them
 #   make unlock           release the workflow's lock after a hard kill or power loss, then rerun `make paper`
 #   make bench            speed and memory benchmark (one thread per run; CUDA too when present): prints its figures
-#                         and writes runs/bench/latest.json; BENCH="--repeats 5 --domains synthetic_linear" to narrow
+#                         and writes runs/bench/latest.json (the synthetic panels it trains on: runs/bench/data, not
+#                         data/processed); BENCH="--repeats 5 --domains synthetic_linear" to narrow
 #   make data             download the official input files into data/raw (or $ACGATE_RAW_DIR)
 #   make example          generate the example panel data/raw/example_panel.csv (params/example_panel.yaml)
 #   make test             ruff + pytest (unit, notebook, nbval and workflow tests; about 3 minutes on 2 cores)

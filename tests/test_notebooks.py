@@ -341,21 +341,44 @@ def test_html_view_lists_pages_in_pipeline_order_links_outputs_and_scrolls_wide_
     assert 'href="../../../index.html"' in page and "overflow-x:auto" in page
 
 
-def test_html_pages_converted_in_several_processes_are_those_of_one(tmp_path):
+def test_html_pages_converted_in_several_processes_are_those_of_a_fresh_exporter_each(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # pages mirror the notebooks' paths below the working directory
     notebooks = []
-    for i in range(5):
+    for i in range(5):  # each with metadata of its own, so that one page taking another's would show
         nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(f"# notebook {i}"),
                                              nbformat.v4.new_code_cell(f"print({i})")])
+        nb.metadata["language_info"] = {"name": "python", "version": f"3.{i}", "codemirror_mode": f"mode{i}"}
+        nb.metadata["title"] = f"title {i}"
         notebooks.append(tmp_path / "runs" / "d" / f"seed{i:02d}" / "03_train.ipynb")
         notebooks[-1].parent.mkdir(parents=True)
         nbformat.write(nb, notebooks[-1])
     pages = {}
-    for jobs in (1, 2):
+    for jobs in (2, 1):
         index = tmp_path / f"html{jobs}" / "index.html"
         written = html_view(index, notebooks, jobs=jobs)
-        assert len(written) == 5 and all(page.is_relative_to(index.parent) for page in written)
-        pages[jobs] = {page.relative_to(index.parent): page.read_text() for page in written}
-    assert pages[1] == pages[2] and "notebook 3" in pages[2][next(p for p in pages[2] if "seed03" in str(p))]
+        assert written == [index.parent / n.relative_to(tmp_path).with_suffix(".html") for n in notebooks]
+        pages[jobs] = [page.read_text() for page in written]
+    fresh = tmp_path / "fresh" / "index.html"  # the pages as one exporter per page makes them
+    for path in notebooks:
+        notebook._exporter.cache_clear()
+        notebook._write_page(nbformat.read(path, as_version=4), path.stem, fresh,
+                             fresh.parent / path.relative_to(tmp_path).with_suffix(".html"))
+    expected = [(fresh.parent / n.relative_to(tmp_path).with_suffix(".html")).read_text() for n in notebooks]
+    assert pages[2] == expected and pages[1] == expected
+    for i, page in enumerate(expected):  # each page shows its own notebook's title, and no other's
+        assert [f"title {j}" in page for j in range(5)] == [j == i for j in range(5)]
+
+
+def test_the_training_and_dgp_kernels_import_neither_seaborn_nor_scipy_stats():
+    """Their imports (each notebook's own import lines) leave out seaborn and scipy.stats, about 0.7 s of every
+    kernel's start: the audit's tests import scipy.stats where they call it."""
+    for name in ("02_synthetic_dgp.py", "03_train.py"):
+        source = (ROOT / "notebooks" / name).read_text()
+        imports = [line for line in source.splitlines() if line.startswith(("import ", "from "))]
+        probe = "; ".join(imports + ["import sys", "print(sorted(m for m in ('seaborn', 'scipy.stats') if m in "
+                                     "sys.modules))"])
+        done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT)
+        assert done.stdout.strip() == "[]", (name, imports, done.stdout)
 
 
 def test_the_notebooks_import_nothing_of_the_runner(tmp_path):

@@ -330,7 +330,7 @@ def _time_domain(domain: str, args: argparse.Namespace, devices: list[str], reco
     """Time every method of ``domain`` on every device (Grouped ARDL on CPU) into ``record["runs"]``, and AC-GATE's
     arithmetic efficiency on a synthetic domain into ``record["acgate_efficiency"]``."""
     params = _params(domain, args.profile)
-    if params.data is not None and not (panel_dir(project_root() / "data", domain) / "panel.json").is_file():
+    if params.data is not None and not (panel_dir(data_root(params), domain) / "panel.json").is_file():
         print(f"{domain}: skipped, no processed panel (run make paper with its input files first)", flush=True)
         return
     for method in [m for m in args.methods or params.methods if m in params.methods]:

@@ -4,7 +4,7 @@
         domain=synthetic_linear seed=0 'methods=[acgate, tft]'
     python -m acgate.notebook run notebooks/03_train.py 'runs/synthetic_linear/seed{seed:02d}/03_train.ipynb' \\
         domain=synthetic_linear --seeds 0 1 2 3
-    python -m acgate.notebook html runs/html/index.html runs/*/seed*/03_train.ipynb ...
+    python -m acgate.notebook html runs/html/index.html runs/*/seed*/03_train.ipynb ... --jobs 2
 
 ``run`` turns the percent-format notebook into an ``.ipynb`` with Jupytext and executes it with Papermill, one
 ``key=value`` per notebook parameter (values are parsed as YAML). This is what every rule of the workflow
@@ -18,7 +18,7 @@ seeds each, so that a kernel's start and imports are not paid per seed.
 
 ``html`` converts executed notebooks to HTML (nbconvert) beside an index page that lists them by domain and
 seed in pipeline order with their run time, and links to the tables and figures they wrote, so a reader can browse
-what ran without starting Jupyter. A page newer than its notebook is kept.
+what ran without starting Jupyter. A page newer than its notebook is kept; ``--jobs N`` converts pages in N processes.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import argparse
 import functools
 import html
 import logging
+import multiprocessing
 import os
 import re
 import sys
@@ -350,8 +351,10 @@ def html_view(index: Path, notebooks: list[Path], jobs: int = 1) -> list[Path]:
         domain, seed = _where(notebook)
         seconds = nb.metadata.get("papermill", {}).get("duration")
         rows.append((domain, seed, notebook.stem, page.relative_to(index.parent).as_posix(), seconds, str(relative)))
-    if jobs > 1 and len(due) > 1:
-        with ProcessPoolExecutor(min(jobs, len(due)), initializer=_without_iri_grammar) as pool:
+    if jobs > 1 and len(due) > 1:  # spawned workers (started alike on every platform), an exporter each
+        with ProcessPoolExecutor(min(jobs, len(due)), multiprocessing.get_context("spawn"),
+                                 initializer=_without_iri_grammar) as pool:
+            # pages in chunks of about a quarter of a worker's share: few round trips, and an even finish
             written = list(pool.map(_write_page, *zip(*due, strict=True), chunksize=max(1, len(due) // (4 * jobs))))
     else:
         written = [_write_page(*page) for page in due]

@@ -24,7 +24,6 @@ def average_ranks(values: np.ndarray, axis: int = 0) -> np.ndarray:
     their positions, NaN for every element of a slice that holds a NaN. The same numbers (ranks are whole or half
     numbers, exact in float64; a test compares), in numpy alone: scipy's call costs about 1 ms whatever the size,
     and an audit ranks thousands of small vectors."""
-
     x = np.ascontiguousarray(np.moveaxis(np.asarray(values, dtype=float), axis, -1))
     if x.size == 0:
         return np.moveaxis(x, -1, axis)
@@ -50,7 +49,6 @@ def spearman(a: np.ndarray, b: np.ndarray) -> float:
     """``scipy.stats.spearmanr(a, b).statistic`` for two vectors: the Pearson correlation (``np.corrcoef``, as scipy
     takes it) of their average ranks, without the p-value and scipy's per-call cost. NaN when either holds a NaN
     or is constant (scipy warns there; the callers here check first)."""
-
     ranks = np.ascontiguousarray(average_ranks(np.column_stack((a, b)), axis=0))
     if np.isnan(ranks).any() or np.ptp(ranks[:, 0]) == 0 or np.ptp(ranks[:, 1]) == 0:
         return float("nan")
