@@ -30,7 +30,7 @@
 domain: str = "economics"  # economics, energy, their _proxy_shuffle twins, or your own params/<domain>.yaml
 params_file: str = ""  # params file; empty means params/<domain>.yaml
 profile_file: str = ""  # optional overlay profile
-data_dir: str = "data"  # the processed panel goes to <data_dir>/processed/<domain>/
+data_dir: str = ""  # the panel goes to <data_dir>/processed/<domain>/; empty: data, or runs/<profile>/data
 # %%
 import matplotlib.pyplot as plt
 import numpy as np
@@ -39,15 +39,16 @@ import seaborn as sns
 
 from acgate import prep
 from acgate.layout import panel_dir
-from acgate.notebook import resolve
+from acgate.notebook import folders, resolve
 from acgate.runs import manifest
 from acgate.sources import input_files
 
 params, root = resolve(domain, params_file, profile_file)
+data_root = folders(profile_file, data_dir=data_dir)["data_dir"]
 frame, source = prep.load_long(params, root)
 prepared = prep.prepare(frame, params, source)
 panel = prepared.panel
-out_dir = panel_dir(root / data_dir, params.domain)
+out_dir = panel_dir(data_root, params.domain)
 prep.save(prepared, out_dir, manifest(params.to_dict(), seed=-1, device="none", inputs=input_files(params, root)))
 print(f"{params.domain}: {panel.n_entities} of {len(prepared.report)} entities kept, {len(panel.times)} years "
       f"{panel.times[0]}-{panel.times[-1]}; saved to {out_dir}")

@@ -24,20 +24,21 @@ domain: str = "synthetic_linear"  # synthetic_linear or synthetic_nonlinear: rea
 seed: int = 0  # seed of the numpy generator that draws the panel
 params_file: str = ""  # params file; empty means params/<domain>.yaml
 profile_file: str = ""  # optional overlay profile, e.g. params/smoke.yaml for a tiny fast run
-data_dir: str = "data"  # processed panels go to <data_dir>/processed/
+data_dir: str = ""  # panels go to <data_dir>/processed/; empty: data, or runs/<profile>/data with a profile
 # %%
 import matplotlib.pyplot as plt
 import numpy as np
 
 from acgate.dgp import load_or_simulate
 from acgate.layout import panel_dir
-from acgate.notebook import resolve
+from acgate.notebook import folders, resolve
 
 params, root = resolve(domain, params_file, profile_file)
-panel = load_or_simulate(params, seed, root / data_dir)
+data_root = folders(profile_file, data_dir=data_dir)["data_dir"]
+panel = load_or_simulate(params, seed, data_root)
 truth = panel.truth
 print(f"domain {params.domain}, seed {seed}: {panel.n_entities} entities x {len(panel.times)} steps, "
-      f"K = {params.synthetic.lag_horizon}; saved to {panel_dir(root / data_dir, params.domain, seed)}")
+      f"K = {params.synthetic.lag_horizon}; saved to {panel_dir(data_root, params.domain, seed)}")
 
 # %% [markdown]
 # The first rows of ground truth. These values depend only on the seed, so they must reproduce exactly

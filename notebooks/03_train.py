@@ -28,8 +28,8 @@ seed: int = 0  # training and data seed
 params_file: str = ""  # params file; empty means params/<domain>.yaml
 profile_file: str = ""  # optional overlay profile, e.g. params/smoke.yaml for a tiny fast run
 methods: list = []  # methods to train; empty means the params file's list
-runs_dir: str = "runs"  # artifacts go to <runs_dir>/<domain>/seed<NN>/<method>/
-data_dir: str = "data"  # panels are read from <data_dir>/processed/
+runs_dir: str = ""  # artifacts go to <runs_dir>/<domain>/seed<NN>/<method>/; empty: runs, or runs/<profile>
+data_dir: str = ""  # panels are read from <data_dir>/processed/; empty: data, or runs/<profile>/data
 retrain: bool = False  # true: retrain a method even when its finished run has the same parameters (params hash)
 # %%
 import matplotlib.pyplot as plt
@@ -37,13 +37,14 @@ import numpy as np
 import pandas as pd
 
 from acgate.layout import method_dir
-from acgate.notebook import resolve
+from acgate.notebook import folders, resolve
 from acgate.prep import panel_for_training
 from acgate.runner import run_method
 
 params, root = resolve(domain, params_file, profile_file)
+runs_root, data_root = folders(profile_file, runs_dir=runs_dir, data_dir=data_dir).values()
 to_train = list(methods) or list(params.methods)
-panel = panel_for_training(params, seed, root / data_dir)
+panel = panel_for_training(params, seed, data_root)
 print(f"{params.domain} seed {seed}: {panel.n_entities} entities, K = {params.model.max_lag}, "
       f"methods {', '.join(to_train)}")
 
@@ -54,8 +55,8 @@ print(f"{params.domain} seed {seed}: {panel.n_entities} entities, K = {params.mo
 # after changing code under `lib/`).
 
 # %%
-metrics = {m: run_method(panel, params, m, seed, root / runs_dir, retrain=retrain, bar=True) for m in to_train}
-out_dirs = {m: method_dir(root / runs_dir, params.domain, seed, m) for m in to_train}
+metrics = {m: run_method(panel, params, m, seed, runs_root, retrain=retrain, bar=True) for m in to_train}
+out_dirs = {m: method_dir(runs_root, params.domain, seed, m) for m in to_train}
 
 # %% [markdown]
 # ## Results

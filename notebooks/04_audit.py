@@ -33,8 +33,9 @@
 domain: str = "synthetic_linear"  # reads params/<domain>.yaml (its audit section) and runs/<domain>/
 params_file: str = ""  # params file; empty means params/<domain>.yaml
 profile_file: str = ""  # optional overlay profile, e.g. params/smoke.yaml
-runs_dir: str = "runs"  # runs are read from <runs_dir>/<domain>/, the audit is written to <runs_dir>/<domain>/audit/
-data_dir: str = "data"  # panels are read from <data_dir>/processed/<domain>/
+runs_dir: str = ""  # runs are read from <runs_dir>/<domain>/, the audit goes to <runs_dir>/<domain>/audit/; empty:
+#   runs, or runs/<profile> with a profile
+data_dir: str = ""  # panels are read from <data_dir>/processed/<domain>/; empty: data, or runs/<profile>/data
 seeds: int = 0  # audit seeds 0..seeds-1; 0 means the params file's n_seeds
 methods: list = []  # methods to audit; empty means the params file's list
 # %%
@@ -45,11 +46,12 @@ from IPython.display import display
 
 from acgate.audit import audit_domain, kstar_with_stratifiers, over_seeds
 from acgate.layout import audit_dir
-from acgate.notebook import resolve
+from acgate.notebook import folders, resolve
 
 params, root = resolve(domain, params_file, profile_file)
-result = audit_domain(params, root / runs_dir, root / data_dir, seeds, methods)
-out_dir = audit_dir(root / runs_dir, params.domain)
+runs_root, data_root = folders(profile_file, runs_dir=runs_dir, data_dir=data_dir).values()
+result = audit_domain(params, runs_root, data_root, seeds, methods)
+out_dir = audit_dir(runs_root, params.domain)
 result.write(out_dir)
 print(f"audited {params.domain}: {result.l0.seed.nunique()} seeds x {result.l0.method.nunique()} methods "
       f"-> {out_dir}")
@@ -140,7 +142,7 @@ ref = params.audit.reference
 kstar = result.kstar_by_entity[result.kstar_by_entity.method == ref]
 strat_names = list(result.l2.stratifier.unique()) if not result.l2.empty else []
 if strat_names:
-    points = kstar_with_stratifiers(kstar, root / data_dir, params.domain)
+    points = kstar_with_stratifiers(kstar, data_root, params.domain)
     fig, axes = plt.subplots(1, len(strat_names), figsize=(3.4 * len(strat_names), 3), squeeze=False)
     for ax, name in zip(axes[0], strat_names, strict=True):
         ax.scatter(points[name], points.kstar, s=6, alpha=0.4)

@@ -341,6 +341,25 @@ def test_html_view_lists_pages_in_pipeline_order_links_outputs_and_scrolls_wide_
     assert 'href="../../../index.html"' in page and "overflow-x:auto" in page
 
 
+def test_notebooks_tried_with_a_profile_keep_to_the_profiles_own_folders(tmp_path, monkeypatch):
+    """03_train and 04_audit run with the smoke profile and no folders given write under runs/smoke/ (the panel in
+    runs/smoke/data/), never over the paper's runs/ and data/, whose runs would then be stale or smoke runs."""
+    project = tmp_path / "project"  # a project root of its own, so that what the notebooks write is seen
+    project.mkdir()
+    for name in ("params", "pyproject.toml"):
+        (project / name).symlink_to(ROOT / name)
+    monkeypatch.setenv("ACGATE_ROOT", str(project))
+    common = {"domain": "synthetic_linear", "profile_file": SMOKE, "methods": ["acgate"]}
+    execute_notebook(ROOT / "notebooks" / "03_train.py", tmp_path / "03_train.ipynb", {**common, "seed": 0})
+    execute_notebook(ROOT / "notebooks" / "04_audit.py", tmp_path / "04_audit.ipynb", {**common, "seeds": 1})
+    own = project / "runs" / "smoke"
+    assert (own / "synthetic_linear" / "seed00" / "acgate" / "metrics.json").is_file()
+    assert (own / "data" / "processed" / "synthetic_linear" / "seed00" / "panel.npz").is_file()
+    assert (own / "synthetic_linear" / "audit" / "verdicts.json").is_file()
+    assert sorted(p.name for p in project.iterdir()) == ["params", "pyproject.toml", "runs"]
+    assert [p.name for p in (project / "runs").iterdir()] == ["smoke"]
+
+
 def test_html_pages_converted_in_several_processes_are_those_of_a_fresh_exporter_each(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # pages mirror the notebooks' paths below the working directory
     notebooks = []

@@ -7,8 +7,9 @@
     <runs>/<domain>/audit/                   a domain's audit (04_audit)
 
 ``<data>`` is ``data`` and ``<runs>`` is ``runs`` for the paper's grid; notebooks and the workflow take them as
-parameters. A run is finished when its ``metrics.json`` exists: it is written last, so an interrupted run leaves
-none and is redone by the next batch.
+parameters, and with a profile they default to folders of the profile's own (:func:`grid_folders`). A run is
+finished when its ``metrics.json`` exists: it is written last, so an interrupted run leaves none and is redone by
+the next batch.
 """
 
 from __future__ import annotations
@@ -32,6 +33,21 @@ def project_root(start: Path | None = None) -> Path:
         if (folder / "params").is_dir() and (folder / "pyproject.toml").is_file():
             return folder
     raise FileNotFoundError(f"no project root (a folder with params/ and pyproject.toml) at or above {here}")
+
+
+def grid_folders(profiles: list[str], runs_dir: str = "", data_dir: str = "", tables_dir: str = "",
+                 figures_dir: str = "") -> dict[str, str]:
+    """The folders of a grid, or of a notebook run by hand, relative to the project root unless given absolute. The
+    paper's grid (no profile) uses runs/, data/, tables/ and figures/. With profiles (overlay files, e.g.
+    params/smoke.yaml) the runs go to runs/<their names joined by +>/, and any runs folder other than runs/ keeps the
+    panels, tables and figures inside it (<runs>/data, ...), so that a grid or notebook with a profile never redraws
+    the paper's panels or retrains its runs. A folder given (non-empty) is kept as given."""
+    names = [Path(profile).stem for profile in profiles if profile]
+    runs = runs_dir or (f"runs/{'+'.join(names)}" if names else "runs")
+    own = Path(runs) != Path("runs")
+    given = {"data_dir": data_dir, "tables_dir": tables_dir, "figures_dir": figures_dir}
+    return {"runs_dir": runs} | {key: value or (f"{runs}/{key[:-4]}" if own else key[:-4]) for key, value in
+                                 given.items()}
 
 
 def panel_dir(data_root: Path, domain: str, seed: int | None = None) -> Path:
