@@ -249,8 +249,9 @@ def panel_for_training(params: Params, seed: int, data_root: Path) -> Panel:
     directory = panel_dir(data_root, params.domain)
     if not (directory / "panel.json").is_file():
         raise FileNotFoundError(f"no processed panel for domain '{params.domain}' in {directory}; run "
-                                f"notebooks/01_data_prep.py, or the workflow: "
-                                f"make paper CONFIG='domains=[{params.domain}]'")
+                                f"notebooks/01_data_prep.py with the same profile_file and data_dir (a notebook with a "
+                                f"profile keeps its panels in runs/<profile name>/data; data_dir='data' reads the "
+                                f"paper's), or the workflow: make paper CONFIG='domains=[{params.domain}]'")
     panel = Panel.load(directory)
     if params.data.proxy_shuffle:
         panel, permutation = panel.with_shuffled_proxies(seed, PROXY_SHUFFLE_SALT)
