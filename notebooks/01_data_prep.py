@@ -38,13 +38,13 @@ import pandas as pd
 import seaborn as sns
 
 from acgate import prep
-from acgate.layout import panel_dir
-from acgate.notebook import folders, resolve
+from acgate.layout import grid_folders, panel_dir
+from acgate.notebook import resolve
 from acgate.runs import manifest
 from acgate.sources import input_files
 
 params, root = resolve(domain, params_file, profile_file)
-data_root = folders(profile_file, data_dir=data_dir)["data_dir"]
+data_root = root / grid_folders([profile_file], data_dir=data_dir)["data_dir"]  # a profile's own with one
 frame, source = prep.load_long(params, root)
 prepared = prep.prepare(frame, params, source)
 panel = prepared.panel

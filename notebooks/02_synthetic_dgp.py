@@ -30,11 +30,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from acgate.dgp import load_or_simulate
-from acgate.layout import panel_dir
-from acgate.notebook import folders, resolve
+from acgate.layout import grid_folders, panel_dir
+from acgate.notebook import resolve
 
 params, root = resolve(domain, params_file, profile_file)
-data_root = folders(profile_file, data_dir=data_dir)["data_dir"]
+data_root = root / grid_folders([profile_file], data_dir=data_dir)["data_dir"]  # a profile's own with one
 panel = load_or_simulate(params, seed, data_root)
 truth = panel.truth
 print(f"domain {params.domain}, seed {seed}: {panel.n_entities} entities x {len(panel.times)} steps, "

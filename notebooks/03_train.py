@@ -36,13 +36,14 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from acgate.layout import method_dir
-from acgate.notebook import folders, resolve
+from acgate.layout import grid_folders, method_dir
+from acgate.notebook import resolve
 from acgate.prep import panel_for_training
 from acgate.runner import run_method
 
 params, root = resolve(domain, params_file, profile_file)
-runs_root, data_root = folders(profile_file, runs_dir=runs_dir, data_dir=data_dir).values()
+folders = grid_folders([profile_file], runs_dir, data_dir)  # a profile's own, when one is set
+runs_root, data_root = root / folders["runs_dir"], root / folders["data_dir"]
 to_train = list(methods) or list(params.methods)
 panel = panel_for_training(params, seed, data_root)
 print(f"{params.domain} seed {seed}: {panel.n_entities} entities, K = {params.model.max_lag}, "

@@ -45,11 +45,12 @@ import seaborn as sns
 from IPython.display import display
 
 from acgate.audit import audit_domain, kstar_with_stratifiers, over_seeds
-from acgate.layout import audit_dir
-from acgate.notebook import folders, resolve
+from acgate.layout import audit_dir, grid_folders
+from acgate.notebook import resolve
 
 params, root = resolve(domain, params_file, profile_file)
-runs_root, data_root = folders(profile_file, runs_dir=runs_dir, data_dir=data_dir).values()
+folders = grid_folders([profile_file], runs_dir, data_dir)  # a profile's own, when one is set
+runs_root, data_root = root / folders["runs_dir"], root / folders["data_dir"]
 result = audit_domain(params, runs_root, data_root, seeds, methods)
 out_dir = audit_dir(runs_root, params.domain)
 result.write(out_dir)

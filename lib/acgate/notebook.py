@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING
 import yaml
 
 from acgate.config import Params, load_params
-from acgate.layout import grid_folders, project_root
+from acgate.layout import project_root
 
 if TYPE_CHECKING:
     import nbformat
@@ -60,15 +60,6 @@ def resolve(domain: str, params_file: str = "", profile_file: str = "") -> tuple
     if params.domain != domain:
         raise ValueError(f"{path} is for domain '{params.domain}', but the notebook was asked for '{domain}'")
     return params, root
-
-
-def folders(profile_file: str = "", **given: str) -> dict[str, Path]:
-    """A notebook's folders (``runs_dir``, ``data_dir``, ... as passed) as paths under the project root: each one as
-    given, or when empty the paper's (runs/, data/) without a profile and the profile's own with one
-    (runs/<profile name>/, runs/<profile name>/data; :func:`acgate.layout.grid_folders`), so that a notebook tried
-    with a profile never overwrites the paper's panels or runs."""
-    root = project_root()
-    return {key: root / folder for key, folder in grid_folders([profile_file], **given).items() if key in given}
 
 
 # progress lines: training's "[acgate seed 3] epoch 25/200 ...", the calibration's "[calibration 4/19] ..."
