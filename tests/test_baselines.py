@@ -12,7 +12,7 @@ from acgate import occlusion, runner, train
 from acgate.baselines import GroupedARDL
 from acgate.dgp import simulate
 from acgate.layout import method_dir
-from acgate.models import Output, build, lag_windows
+from acgate.models import GRN, Output, _tanh, build, lag_windows
 from acgate.panel import Normalisers, Panel
 
 
@@ -89,13 +89,41 @@ def test_tft_lag_selection_with_folded_embedding_is_embedding_then_selecting(smo
     lags = windows(cfg)[0]
     context = torch.randn(6, lags.shape[1], cfg.hidden, generator=torch.Generator().manual_seed(2))
     torch.manual_seed(5)
-    weights, selected = model.lag_selection(lags, context, noise_steps=lags.shape[1] + 3)
+    weights, selected = model.lag_selection(lags, context)
     torch.manual_seed(5)
     embedded = model.lag_embedding(lags)
-    textbook = torch.softmax(model.selection_weights(embedded.flatten(start_dim=2), context, lags.shape[1] + 3), dim=-1)
-    transformed = model.lag_transform(embedded, noise_steps=lags.shape[1] + 3)
+    textbook = torch.softmax(model.selection_weights(embedded.flatten(start_dim=2), context), dim=-1)
+    transformed = model.lag_transform(embedded)
     torch.testing.assert_close(weights, textbook, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(selected, (textbook[..., None] * transformed).sum(dim=2), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("d_out", [16, 5])
+def test_grn_in_evaluation_is_its_two_products_written_out(d_out):
+    """In evaluation a gated residual network takes W2 and the GLU's product as one affine map: the textbook order
+    (ELU, W2, GLU, gate, skip, LayerNorm), written out here, up to float32 rounding. In training dropout stands
+    between the two, and the module takes them one after the other."""
+    torch.manual_seed(0)
+    grn = GRN(12, 16, d_out, 0.1, d_context=16).eval()
+    a, c = torch.randn(40, 7, 12), torch.randn(40, 7, 16)
+    hidden = grn.fc2(torch.nn.functional.elu(grn.fc1(a) + grn.context(c)))
+    value, gate = grn.glu(hidden).chunk(2, dim=-1)
+    want = grn.norm(grn.skip(a) + value * torch.sigmoid(gate))
+    torch.testing.assert_close(grn(a, c), want, rtol=1e-5, atol=1e-6)
+
+
+def test_ganets_tanh_by_way_of_a_sigmoid_is_tanh():
+    """GA-Net's gate network takes tanh on the CPU as 2 sigmoid(2x) - 1: tanh's values to float32 rounding, over
+    the range where it saturates too, and tanh's gradient."""
+    x = torch.linspace(-12, 12, 20001, dtype=torch.float32).requires_grad_()
+    weights = torch.randn(x.shape, generator=torch.Generator().manual_seed(0))
+    ours = _tanh(x)
+    (ours * weights).sum().backward()
+    grad, x.grad = x.grad, None
+    want = torch.tanh(x)
+    (want * weights).sum().backward()
+    torch.testing.assert_close(ours, want, rtol=0, atol=3e-7)
+    torch.testing.assert_close(grad, x.grad, rtol=0, atol=1e-6)
 
 
 def test_tft_needs_hidden_divisible_by_heads(smoke_params):

@@ -13,7 +13,10 @@ from acgate.train import Batch
 
 def occlusion_increase(model: torch.nn.Module, batch: Batch) -> np.ndarray:
     """Lag-specific occlusion (N, K): per entity, the increase in task MSE over the training and validation
-    targets when only lag k of every input window is replaced by its training mean (0 after standardisation)."""
+    targets when only lag k of every input window is replaced by its training mean (0 after standardisation). The
+    passes stop at the last validation step (every model is causal in the target steps: the test steps change
+    nothing here)."""
+    batch = batch.through("val")
     mask = (batch.masks["train"] | batch.masks["val"]).float()
     count = mask.sum(dim=1).clamp_min(1)
 
