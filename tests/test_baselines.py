@@ -89,11 +89,11 @@ def test_tft_lag_selection_with_folded_embedding_is_embedding_then_selecting(smo
     lags = windows(cfg)[0]
     context = torch.randn(6, lags.shape[1], cfg.hidden, generator=torch.Generator().manual_seed(2))
     torch.manual_seed(5)
-    weights, selected = model.lag_selection(lags, context)
+    weights, selected = model.lag_selection(lags, context, noise_steps=lags.shape[1] + 3)
     torch.manual_seed(5)
     embedded = model.lag_embedding(lags)
-    textbook = torch.softmax(model.selection_weights(embedded.flatten(start_dim=2), context), dim=-1)
-    transformed = model.lag_transform(embedded)
+    textbook = torch.softmax(model.selection_weights(embedded.flatten(start_dim=2), context, lags.shape[1] + 3), dim=-1)
+    transformed = model.lag_transform(embedded, noise_steps=lags.shape[1] + 3)
     torch.testing.assert_close(weights, textbook, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(selected, (textbook[..., None] * transformed).sum(dim=2), rtol=1e-5, atol=1e-6)
 

@@ -9,12 +9,11 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from scipy.stats import binomtest
 
 from acgate import audit, runner, train
 from acgate.dgp import simulate
 from acgate.layout import is_finished, method_dir
-from acgate.models import build, uniform_dropout
+from acgate.models import build
 from acgate.panel import Normalisers
 from acgate.runs import current_metrics
 
@@ -209,10 +208,12 @@ def test_validation_pass_through_the_last_validation_step_is_bit_identical(smoke
     assert torch.equal(part, whole[:, : cut.lags.shape[1]])
 
 
-def _training_steps(smoke_params, panel, method):
-    """One training step of a fresh ``method`` model (seed 3, learning rate 0) on the whole batch, on the batch cut
-    after the last training target with the whole batch's noise steps, and on the cut batch alone: (losses,
-    gradients, generator state after) of each."""
+@pytest.mark.parametrize("method", ["acgate", "plain_lstm", "tft", "ganet"])
+def test_the_cut_training_step_draws_the_whole_batchs_noise_and_gives_its_gradient(smoke_params, panel, method):
+    """The training step computes the steps up to the last training target and draws its dropout and relaxed-gate
+    noise for the whole batch: the generator ends where the whole batch's step leaves it, and the losses and
+    gradients are the whole batch's. Drawn for the computed steps only, the generator ends elsewhere (so the next
+    step draws other numbers: the noise is there and the test can tell)."""
     cfg = smoke_params.model
     batch = train.Batch.build(panel, Normalisers.fit(panel), cfg.max_lag, torch.device("cpu"))
     cut = batch.through("train")
@@ -225,42 +226,11 @@ def _training_steps(smoke_params, panel, method):
         grads = [torch.zeros_like(p) if p.grad is None else p.grad for p in model.parameters()]
         return losses, grads, torch.get_rng_state()
 
-    return step(batch), step(cut, noise_steps=batch.y.shape[1]), step(cut)
-
-
-@pytest.mark.parametrize("method", ["acgate", "plain_lstm", "ganet"])
-def test_the_cut_training_step_draws_the_whole_batchs_noise_and_gives_its_gradient(smoke_params, panel, method):
-    """The training step computes the steps up to the last training target, and the models on the shared backbone
-    draw their dropout and relaxed-gate noise for the whole batch: the generator ends where the whole batch's step
-    leaves it, and the losses and gradients are the whole batch's. Drawn for the computed steps only, the generator
-    ends elsewhere (so the next step draws other numbers: the noise is there and the test can tell)."""
-    whole, same, other = _training_steps(smoke_params, panel, method)
+    whole, same, other = step(batch), step(cut, noise_steps=batch.y.shape[1]), step(cut)
     assert torch.equal(same[2], whole[2]) and not torch.equal(other[2], whole[2])
     np.testing.assert_allclose(same[0], whole[0], rtol=1e-6)
     for a, b in zip(same[1], whole[1], strict=True):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)
-
-
-def test_tfts_cut_training_step_draws_its_dropout_for_the_computed_steps_only(smoke_params, panel):
-    """TFT draws its dropout for the steps its training step computes, whatever the whole batch's noise steps: the
-    cut step draws fewer numbers than the whole batch's (the generator ends elsewhere) and the same as without
-    noise steps (the same losses and gradients, to the bit)."""
-    whole, given, alone = _training_steps(smoke_params, panel, "tft")
-    assert not torch.equal(given[2], whole[2]) and torch.equal(given[2], alone[2])
-    assert given[0] == alone[0]
-    assert all(torch.equal(a, b) for a, b in zip(given[1], alone[1], strict=True))
-
-
-def test_uniform_dropout_keeps_each_element_with_probability_one_minus_p():
-    """TFT's dropout mask, drawn from float32 uniforms: every element is 0 or x / (1 - p), kept with probability
-    1 - p (an exact binomial test over a million elements), and each call draws new numbers."""
-    x = torch.rand(1000, 1000) + 0.5
-    first, second = (uniform_dropout(x, 0.3, True) for _ in range(2))
-    kept = first != 0
-    torch.testing.assert_close(first[kept], x[kept] / 0.7, rtol=1e-6, atol=0)
-    assert binomtest(int(kept.sum()), kept.numel(), 0.7).pvalue > 1e-3
-    assert not torch.equal(first, second)
-    assert uniform_dropout(x, 0.3, False) is x and uniform_dropout(x, 0.0, True) is x
 
 
 

@@ -22,12 +22,10 @@ Baselines (all with the same d, LSTM depth, dropout, entity embedding and static
 - ``ganet``: GA-Net (Xue, Li, Zhang 2020): an auxiliary network gives each lag position a gate, relaxed Bernoulli
   (Gumbel-sigmoid) while training and thresholded at evaluation; attention renormalised over the open positions.
 
-The training step stops at the last training target (every model is causal in the target steps). The models on the
-shared backbone (the AC-GATE family, Plain LSTM, GA-Net) draw their training noise (dropout, GA-Net's relaxed
-gates) for the whole batch's steps all the same (``noise_steps``), so their random draws, and so their training
-paths, are those of the whole batch. TFT draws its dropout for the steps it computes, from float32 uniforms
-(:func:`uniform_dropout`): most of its noise is (N, T', K, d) masks, and drawing them so takes a third of the
-time (docs/speed.md).
+Training noise (dropout, GA-Net's relaxed gates) is drawn for the whole batch's steps even when a forward pass
+computes only the first T' of them (``noise_steps``): the training step stops at the last training target (every
+model is causal in the target steps), and drawing the noise of the steps it leaves out keeps the random draws,
+and so the training path, those of the whole batch.
 """
 
 from __future__ import annotations
@@ -88,35 +86,25 @@ def dropout(x: Tensor, p: float, training: bool, noise_steps: int | None = None,
     return x * step_noise(x, noise_steps, lambda t: t.bernoulli_(1 - p).div_(1 - p), time_major)
 
 
-def uniform_dropout(x: Tensor, p: float, training: bool) -> Tensor:
-    """Dropout of x with its mask drawn for x alone, as float32 uniforms below 1 - p: a Bernoulli(1 - p) mask (to
-    2^-24). PyTorch's CPU ``bernoulli_`` draws a double for every element, ``rand`` a float, in about half the
-    time; other numbers than :func:`dropout`'s (TFT's dropout)."""
-    if not training or p == 0.0:
-        return x
-    return x * torch.rand_like(x).lt_(1 - p).div_(1 - p)
+class StepDropout(nn.Dropout):
+    """nn.Dropout whose mask is drawn for the whole batch's steps (:func:`dropout`); for tensors with a step axis
+    (axis 1) when ``noise_steps`` is given, any tensor otherwise."""
 
-
-class UniformDropout(nn.Dropout):
-    """nn.Dropout with the mask of :func:`uniform_dropout`."""
-
-    def forward(self, x: Tensor) -> Tensor:
-        return uniform_dropout(x, self.p, self.training)
+    def forward(self, x: Tensor, noise_steps: int | None = None) -> Tensor:
+        return dropout(x, self.p, self.training, noise_steps)
 
 
 class StackedLSTM(nn.Module):
     """A stacked LSTM (batch first) run one layer at a time, with dropout between layers drawn for the whole batch's
     steps (:func:`dropout`, time-major as nn.LSTM draws it): the same function, initial weights and random numbers as
     ``nn.LSTM(n_in, hidden, layers, batch_first=True, dropout=p)`` (a test checks it), whose ``state_dict`` it
-    also loads (runs written before it). With ``whole_batch_noise`` false (TFT's) the dropout is
-    :func:`uniform_dropout`'s, for the computed steps."""
+    also loads (runs written before it)."""
 
-    def __init__(self, n_in: int, hidden: int, layers: int, dropout: float, whole_batch_noise: bool = True):
+    def __init__(self, n_in: int, hidden: int, layers: int, dropout: float):
         super().__init__()
         self.layers = nn.ModuleList(nn.LSTM(n_in if i == 0 else hidden, hidden, batch_first=True)
                                     for i in range(layers))
         self.dropout = dropout if layers > 1 else 0.0
-        self.whole_batch_noise = whole_batch_noise
         self.register_load_state_dict_pre_hook(self._from_nn_lstm)
 
     @staticmethod
@@ -134,8 +122,7 @@ class StackedLSTM(nn.Module):
         runs as ``torch.lstm``, not as its module (hooks on the module do not fire)."""
         for i, layer in enumerate(self.layers):
             if i:
-                x = (dropout(x, self.dropout, self.training, noise_steps, time_major=True) if self.whole_batch_noise
-                     else uniform_dropout(x, self.dropout, self.training))
+                x = dropout(x, self.dropout, self.training, noise_steps, time_major=True)
             layer_state = None if state is None else (state[0][i:i + 1], state[1][i:i + 1])
             if i == 0 and input_weights is not None:
                 if layer_state is None:
@@ -311,12 +298,12 @@ class GRN(nn.Module):
         self.glu = nn.Linear(d, 2 * d_out)
         self.skip = nn.Linear(d_in, d_out) if d_in != d_out else nn.Identity()
         self.norm = nn.LayerNorm(d_out)
-        self.dropout = UniformDropout(dropout)
+        self.dropout = StepDropout(dropout)
 
-    def forward(self, a: Tensor, c: Tensor | None = None) -> Tensor:
-        return self.gated(self.fc1(a), self.skip(a), c)
+    def forward(self, a: Tensor, c: Tensor | None = None, noise_steps: int | None = None) -> Tensor:
+        return self.gated(self.fc1(a), self.skip(a), c, noise_steps)
 
-    def gated(self, h: Tensor, skip: Tensor, c: Tensor | None = None) -> Tensor:
+    def gated(self, h: Tensor, skip: Tensor, c: Tensor | None = None, noise_steps: int | None = None) -> Tensor:
         """The network from fc1's output ``h`` = W1 a + b1 and the skip path's ``skip`` = skip(a) on: for a caller
         that computes both more cheaply than from ``a`` itself (TFT, from the lag inputs its ``a`` is affine in).
         In evaluation no dropout stands between W2 and the GLU's product, so the two are one affine map (d -> 2
@@ -326,7 +313,7 @@ class GRN(nn.Module):
             h = h + self.context(c)
         h = nn.functional.elu(h)
         if self.training:
-            value, gate = self.glu(self.dropout(self.fc2(h))).chunk(2, dim=-1)
+            value, gate = self.glu(self.dropout(self.fc2(h), noise_steps)).chunk(2, dim=-1)
         else:
             glu = self.glu.weight
             value, gate = nn.functional.linear(h, glu @ self.fc2.weight,
@@ -341,10 +328,10 @@ class GateAddNorm(nn.Module):
         super().__init__()
         self.glu = nn.Linear(d, 2 * d)
         self.norm = nn.LayerNorm(d)
-        self.dropout = UniformDropout(dropout)
+        self.dropout = StepDropout(dropout)
 
-    def forward(self, x: Tensor, residual: Tensor) -> Tensor:
-        value, gate = self.glu(self.dropout(x)).chunk(2, dim=-1)
+    def forward(self, x: Tensor, residual: Tensor, noise_steps: int | None = None) -> Tensor:
+        value, gate = self.glu(self.dropout(x, noise_steps)).chunk(2, dim=-1)
         return self.norm(residual + value * torch.sigmoid(gate))
 
 
@@ -366,7 +353,7 @@ class TFT(nn.Module):
         self.static_contexts = nn.ModuleList(GRN(d, d, d, p) for _ in range(4))  # selection, enrichment, h0, c0
         self.selection_weights = GRN(K * d, d, K, p, d_context=d)
         self.lag_transform = GRN(d, d, d, p)  # shared across lag positions
-        self.lstm = StackedLSTM(d, d, cfg.lstm_layers, p, whole_batch_noise=False)
+        self.lstm = StackedLSTM(d, d, cfg.lstm_layers, p)
         self.post_lstm = GateAddNorm(d, p)
         self.enrichment = GRN(d, d, d, p, d_context=d)
         self.heads, self.head_dim = cfg.attention_heads, d // cfg.attention_heads
@@ -379,7 +366,7 @@ class TFT(nn.Module):
         self.post_ff = GateAddNorm(d, p)
         self.head = nn.Linear(d, 1)
 
-    def lag_selection(self, lags: Tensor, c_select: Tensor) -> tuple[Tensor, Tensor]:
+    def lag_selection(self, lags: Tensor, c_select: Tensor, noise_steps: int | None = None) -> tuple[Tensor, Tensor]:
         """Variable selection over the K lags (N, T', K, F), with the static context ``c_select`` (N, T', d): the
         weights (N, T', K) of the selection network on the flattened lag embeddings, and the weighted sum (N, T', d)
         of the lag transform of each embedding. The first layers of the selection network and of the lag transform
@@ -394,31 +381,30 @@ class TFT(nn.Module):
         select, transform = self.selection_weights, self.lag_transform
         flat = lags.flatten(start_dim=2)  # (N, T', K*F)
         weights = torch.softmax(select.gated(nn.functional.linear(flat, *self.lag_embedding.folded_flat(select.fc1)),
-                                             select.skip(embedded.flatten(start_dim=2)), c_select), dim=-1)
+                                             select.skip(embedded.flatten(start_dim=2)), c_select, noise_steps), dim=-1)
         per_lag, bias = self.lag_embedding.folded(transform.fc1)  # the lag transform's first layer, every lag
         first = torch.einsum("ntkf,kfe->ntke", lags, per_lag) + bias
-        transformed = transform.gated(first, embedded)  # (N, T', K, d)
+        transformed = transform.gated(first, embedded, noise_steps=noise_steps)  # (N, T', K, d)
         return weights, torch.einsum("ntk,ntkd->ntd", weights, transformed)
 
     def forward(self, lags: Tensor, proxies: Tensor, static: Tensor, entity_index: Tensor,
                 noise_steps: int | None = None) -> Output:
-        """The models' call; ``noise_steps`` is not used: TFT draws its dropout for the steps it computes
-        (:func:`uniform_dropout`, see the module docstring)."""
         n, length, K = lags.shape[:3]
         statics = [proxies, static] + ([self.entity_embedding(entity_index)] if self.entity_embedding else [])
         s = self.static_input(torch.cat(statics, dim=-1))
         c_select, c_enrich, c_h, c_c = (grn(s) for grn in self.static_contexts)
-        weights, selected = self.lag_selection(lags, c_select[:, None, :].expand(n, length, -1))
+        weights, selected = self.lag_selection(lags, c_select[:, None, :].expand(n, length, -1), noise_steps)
         state = tuple(c[None].expand(self.cfg.lstm_layers, -1, -1).contiguous() for c in (c_h, c_c))
-        temporal = self.post_lstm(self.lstm(selected, state), selected)
-        enriched = self.enrichment(temporal, c_enrich[:, None, :].expand(n, length, -1))
+        temporal = self.post_lstm(self.lstm(selected, state, noise_steps), selected, noise_steps)
+        enriched = self.enrichment(temporal, c_enrich[:, None, :].expand(n, length, -1), noise_steps)
         q = self.query(enriched).view(n, length, self.heads, self.head_dim)
         k = self.key(enriched).view(n, length, self.heads, self.head_dim)
         scores = torch.einsum("nthd,nshd->nhts", q, k) / math.sqrt(self.head_dim)
         causal = torch.ones(length, length, dtype=torch.bool, device=lags.device).triu(1)
         attention = torch.softmax(scores.masked_fill(causal, float("-inf")), dim=-1).mean(dim=1)  # (N, T', T')
         attended = self.attention_out(attention @ self.value(enriched))
-        out = self.post_ff(self.position_wise(self.post_attention(attended, enriched)), temporal)
+        out = self.post_ff(self.position_wise(self.post_attention(attended, enriched, noise_steps),
+                                              noise_steps=noise_steps), temporal, noise_steps)
         return Output(y_hat=self.head(out).squeeze(-1), internal=weights)
 
 

@@ -94,9 +94,9 @@ class Batch:
         """The batch cut after the last target step of ``split``. Every model is causal in the target steps
         (an LSTM, and TFT's attention is masked to earlier steps), so its predictions up to there are the same
         as from the whole batch: the training step computes only the steps up to the last training target (the
-        loss sees no later one), the models on the shared backbone drawing their training noise for the whole
-        batch's steps (``noise_steps``, see :mod:`acgate.models`) so that they draw the same numbers; the validation
-        pass does not compute the test steps."""
+        loss sees no later one), drawing its training noise for the whole batch's steps (``noise_steps``, see
+        :mod:`acgate.models`) so that it draws the same numbers; the validation pass does not compute the test
+        steps."""
         steps = int(self.masks[split].any(dim=0).nonzero().max()) + 1
         return Batch(lags=self.lags[:, :steps], y=self.y[:, :steps],
                      masks={s: m[:, :steps] for s, m in self.masks.items()}, proxies=self.proxies,
