@@ -411,7 +411,7 @@ class TFT(nn.Module):
 class _SigmoidTanh(torch.autograd.Function):
     """tanh(x) = 2 sigmoid(2x) - 1 (float32 rounding apart: at most about 2e-7), with tanh's own backward from the
     output. PyTorch's CPU tanh kernel took 2.5 ns an element on the AMD EPYC VM, six times its sigmoid, whatever the
-    size; this form takes 40 % of its time on GA-Net's (N, T', K, d) gate network (docs/speed.md)."""
+    size; this form takes 40-45 % of its time on GA-Net's (N, T', K, d) gate network (docs/speed.md)."""
 
     @staticmethod
     def forward(ctx, x: Tensor) -> Tensor:
