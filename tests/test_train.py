@@ -222,7 +222,7 @@ def test_the_cut_training_step_draws_the_whole_batchs_noise_and_gives_its_gradie
     def step(b, noise_steps=None):
         torch.manual_seed(3)
         model = build(cfg, method, panel.n_entities, panel.X.shape[2], panel.P.shape[1], panel.S.shape[1])
-        losses = train._train_step(model, torch.optim.SGD(model.parameters(), lr=0.0), b, smoke_params, noise_steps)
+        losses = train._train_step(model, train.Adam(model.parameters(), lr=0.0), b, smoke_params, noise_steps)
         grads = [torch.zeros_like(p) if p.grad is None else p.grad for p in model.parameters()]
         return losses, grads, torch.get_rng_state()
 
@@ -232,6 +232,53 @@ def test_the_cut_training_step_draws_the_whole_batchs_noise_and_gives_its_gradie
     for a, b in zip(same[1], whole[1], strict=True):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)
 
+
+
+@pytest.mark.parametrize("method", ["no_ac_encoder", "tft"])
+def test_adam_is_torchs_fused_adam_to_the_bit(smoke_params, panel, method):
+    """``train.Adam`` gives the parameters of ``torch.optim.Adam(..., fused=True)`` to the bit, step after step, with
+    the training step's clipping in between; No-AC-Encoder has parameters without a gradient (its encoder), which
+    both leave alone."""
+    cfg = smoke_params.model
+    batch = train.Batch.build(panel, Normalisers.fit(panel), cfg.max_lag, torch.device("cpu")).through("train")
+
+    def trained(make):
+        torch.manual_seed(5)
+        model = build(cfg, method, panel.n_entities, panel.X.shape[2], panel.P.shape[1], panel.S.shape[1])
+        optimiser = make(list(model.parameters()))
+        optimiser.params = list(model.parameters())  # the list _train_step clips; torch's Adam keeps param_groups
+        for _ in range(4):
+            train._train_step(model, optimiser, batch, smoke_params)
+        return list(model.parameters())
+
+    ours = trained(lambda params: train.Adam(params, lr=0.01))
+    reference = trained(lambda params: torch.optim.Adam(params, lr=0.01, fused=True))
+    assert (method == "no_ac_encoder") == any(p.grad is None for p in ours)
+    for a, b in zip(ours, reference, strict=True):
+        assert torch.equal(a, b)
+
+
+def test_adam_wants_one_device_and_one_dtype():
+    with pytest.raises(ValueError, match="one device and one dtype"):
+        train.Adam([torch.zeros(2, requires_grad=True), torch.zeros(2, dtype=torch.float64, requires_grad=True)], 0.1)
+
+
+def test_training_does_not_import_the_compiler():
+    """``fit`` leaves ``torch._dynamo`` unimported (a torch.optim optimiser imports it when built: 1-1.3 s a
+    process), in a fresh process."""
+    probe = ("import dataclasses, sys\n"
+             "from acgate import train\n"
+             "from acgate.config import load_params\n"
+             "from acgate.dgp import simulate\n"
+             "params = load_params(*sys.argv[1:])\n"
+             "params = dataclasses.replace(params, train=dataclasses.replace(params.train, max_epochs=2))\n"
+             "panel = simulate(params.synthetic, 0, params.split.val_start, params.split.test_start)\n"
+             "train.fit(panel, params, 'acgate', 0, lambda _: None)\n"
+             "print('torch._dynamo' in sys.modules)\n")
+    root = Path(__file__).resolve().parents[1] / "params"
+    done = subprocess.run([sys.executable, "-c", probe, str(root / "synthetic_linear.yaml"), str(root / "smoke.yaml")],
+                          capture_output=True, text=True, check=True)
+    assert done.stdout.split()[-1] == "False"
 
 
 MALLOC_PROBE = """
