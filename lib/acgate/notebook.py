@@ -179,9 +179,9 @@ def execute_notebook(notebook: Path, output: Path, parameters: dict, cwd: Path |
 
 def execute_notebooks(notebook: Path, runs: list[tuple[Path, dict]], cwd: Path | None = None) -> list[float]:
     """Execute ``notebook`` once per ``(output, parameters)`` of ``runs``, in turn, as :func:`execute_notebook` does,
-    in one kernel: a kernel's start, its imports and PyTorch's first-optimiser set-up are paid once, not per run.
-    Between two runs the kernel's namespace is cleared (:data:`RESET`), so each notebook sees only what it defines,
-    as in a fresh kernel; the tests check that a run's artifacts and outputs are those of a fresh kernel. Returns
+    in one kernel: a kernel's start and its imports are paid once, not per run. Between two runs the kernel's
+    namespace is cleared (:data:`RESET`), so each notebook sees only what it defines, as in a fresh kernel; the
+    tests check that a run's artifacts and outputs are those of a fresh kernel. Returns
     each run's wall seconds. A failure stops the runs after it (each completed one keeps its executed copy). The
     kernel's own standard output and error (start-up messages, anything below Python) go to the first run's log.
 
