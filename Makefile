@@ -34,12 +34,13 @@ TORCH_INDEX ?=
 LAB ?=
 # JupyterLab settings of this environment only: a double click opens a .py notebook as a notebook
 LAB_OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.d/acgate.json
-# --max-jobs-per-timespan: the default (100/1s) makes Snakemake 9's scheduler re-examine the DAG once a second for
-# every job event so far (each pass leaves a timer that starts another), up to a third of a core late in the grid
-# (docs/speed.md); 500/5s allows the same submission rate and makes a fifth of the passes, for at most 5 s more at
-# the end of a run (the last timer is waited for)
+# --max-jobs-per-timespan: while jobs wait for a core, Snakemake 9's scheduler re-examines them (the sizes of all their
+# input files) once per timespan for every job event so far (each pass leaves a timer that starts another): with the
+# default (100/1s) a third of a core late in the grid, with 500/5s still 123 CPU-seconds of a 32-minute grid, a
+# fifth of a core in its audits (docs/speed.md). 500/20s still allows 25 submissions a second and makes a quarter of
+# 500/5s's passes; the price is up to 20 s more at the end of a run (its last timer is waited for)
 SNAKEMAKE = $(VENV)/bin/snakemake --snakefile workflow/Snakefile --cores $(JOBS) --rerun-incomplete --keep-going \
-	--max-jobs-per-timespan 500/5s $(if $(SNAKEMAKE_PROFILE),--profile $(SNAKEMAKE_PROFILE))
+	--max-jobs-per-timespan 500/20s $(if $(SNAKEMAKE_PROFILE),--profile $(SNAKEMAKE_PROFILE))
 QUICK := seeds=3 runs_dir=runs/quick calibration_replicates=2 calibration_lag_free_replicates=5
 
 .PHONY: setup paper quick calibrate dry-run unlock bench data example test lint lab notebooks clean-runs
