@@ -191,10 +191,11 @@ class Adam:
     """Full-batch Adam: ``torch.optim.Adam(params, lr, fused=True)`` with its defaults (betas (0.9, 0.999), eps 1e-8,
     no weight decay), by way of the same kernel (``torch._fused_adam_``, one call updates every parameter) on the
     same state, so the same update to the bit (a test compares them step by step), without torch.optim's machinery:
-    building a torch.optim optimiser imports the compiler (``torch._dynamo``, 1.0-1.3 s once per process, some 50
-    core-seconds of the paper grid's processes) and its step's wrappers cost about 0.07 ms of a small model's 1-3 ms
-    step. As there, a parameter without a gradient is left as it is, and its moments start at its first gradient.
-    Every parameter must be on one device, in one dtype (as in every model here; the fused kernel takes one)."""
+    building a torch.optim optimiser imports the compiler (``torch._dynamo``, 1.0-1.3 s once per process, some 30-40
+    core-seconds over the paper grid's 30 training processes) and its step's wrappers cost about 0.07 ms of a small
+    model's 1-3 ms step. As there, a parameter without a gradient is left as it is, and its moments start at its
+    first gradient. Every parameter must be on one device, in one dtype (as in every model here; the fused kernel
+    takes one)."""
 
     betas, eps = (0.9, 0.999), 1e-8
 
