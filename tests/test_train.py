@@ -233,7 +233,6 @@ def test_the_cut_training_step_draws_the_whole_batchs_noise_and_gives_its_gradie
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)
 
 
-
 @pytest.mark.parametrize("method", ["no_ac_encoder", "tft"])
 def test_adam_is_torchs_fused_adam_to_the_bit(smoke_params, panel, method):
     """``train.Adam`` gives the parameters of ``torch.optim.Adam(..., fused=True)`` to the bit, step after step, with
