@@ -5,8 +5,10 @@ grid is tested in test_workflow.py."""
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import jupytext
@@ -185,6 +187,24 @@ def test_a_failing_notebook_leaves_its_partial_copy_and_log_and_no_output(tmp_pa
     log = output.with_suffix(".log").read_text()
     assert "before, threads 1" in log and "ValueError: broken 7" in log  # the kernel ran on one thread
     assert "OMP_NUM_THREADS" not in os.environ  # and this process's environment is as it was
+
+
+@pytest.mark.skipif(os.name != "posix", reason="Unix sockets: POSIX only (elsewhere the kernel uses TCP)")
+def test_a_kernel_starts_though_the_tcp_ports_jupyter_would_give_it_are_taken(tmp_path, monkeypatch):
+    # jobs starting kernels at once can take each other's ports between Jupyter's choice and the kernel's bind; here
+    # every port Jupyter would pick is held by a listening socket (with TCP, the kernel dies at its start)
+    from jupyter_client.provisioning.local_provisioner import LocalPortCache
+
+    header = (ROOT / "notebooks" / "03_train.py").read_text().split("# %% [markdown]")[0]
+    source = tmp_path / "ports.py"
+    source.write_text(header + '# %%\nprint("started")\n')
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))  # where the kernel's sockets go
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        monkeypatch.setattr(LocalPortCache, "find_available_port", lambda self, ip: taken.getsockname()[1])
+        execute_notebook(source, tmp_path / "ports.ipynb", {})
+    assert nbformat.read(tmp_path / "ports.ipynb", as_version=4).cells[-1].outputs[0]["text"] == "started\n"
+    assert not list((tmp_path / "tmp").iterdir())  # the sockets' folder is gone with the kernel
 
 
 def test_progress_lines_reach_the_terminal_and_the_rest_stays_in_the_log(tmp_path, capfd):

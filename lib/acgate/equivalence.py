@@ -55,7 +55,7 @@ def compare(old: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
     """Per (domain, method, metric): seeds, old and new mean, old sd, the move in standard errors, and agreement."""
     keys = ["domain", "method", "metric"]
     stats = [frame.groupby(keys).value.agg(["size", "mean", "std"]) for frame in (old, new)]
-    table = stats[0].join(stats[1], suffixes=("_old", "_new"), how="inner").reset_index()
+    table = stats[0].merge(stats[1], left_index=True, right_index=True, suffixes=("_old", "_new")).reset_index()
     table["se"] = table.std_old / np.sqrt(table.size_old)
     table["move"] = table.mean_new - table.mean_old
     undefined = table.mean_old.isna() & table.mean_new.isna()  # e.g. Spearman of a constant k*, in both grids
@@ -69,7 +69,7 @@ def compare(old: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
 
 def verdicts_agree(old_tables: Path, new_tables: Path) -> tuple[bool, pd.DataFrame]:
     old, new = (pd.read_csv(Path(t) / "verdict_matrix.csv").set_index("domain") for t in (old_tables, new_tables))
-    both = old.join(new, suffixes=(" (old)", " (new)"), how="outer")
+    both = old.merge(new, how="outer", left_index=True, right_index=True, suffixes=(" (old)", " (new)"))
     return bool(old.reindex_like(new).equals(new)), both
 
 

@@ -31,6 +31,7 @@ import multiprocessing
 import os
 import re
 import sys
+import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
@@ -130,9 +131,14 @@ get_ipython().execution_count = 1
 """
 
 
-def _start_kernel(kernel_name: str, cwd: Path):
+def _start_kernel(kernel_name: str, cwd: Path, sockets: Path):
     """A Jupyter kernel for several notebooks in turn, started as nbclient starts one (IPython history in memory);
-    the manager keeps the clients Papermill opens on it, so that they can be closed (:func:`_close_clients`)."""
+    the manager keeps the clients Papermill opens on it, so that they can be closed (:func:`_close_clients`).
+
+    On POSIX systems the kernel talks to this process over Unix sockets in ``sockets`` (an empty folder of the
+    caller's), not over TCP: Jupyter picks a kernel's TCP ports as free, releases them and has the kernel bind
+    them moments later, and when many kernels start at once (the workflow's jobs on 16 cores) another process can
+    take one in between; the kernel then dies at its start ("Kernel died before replying to kernel_info")."""
     from jupyter_client.manager import AsyncKernelManager
     from jupyter_core.utils import run_sync
 
@@ -142,7 +148,8 @@ def _start_kernel(kernel_name: str, cwd: Path):
             self.clients.append(client)
             return client
 
-    kernel = Kernel(kernel_name=kernel_name)
+    transport = {"transport": "ipc", "connection_file": str(sockets / "kernel.json")} if os.name == "posix" else {}
+    kernel = Kernel(kernel_name=kernel_name, **transport)
     kernel.clients = []
     run_sync(kernel.start_kernel)(cwd=str(cwd), extra_arguments=["--HistoryManager.hist_file=:memory:"])
     return kernel
@@ -205,23 +212,24 @@ def execute_notebooks(notebook: Path, runs: list[tuple[Path, dict]], cwd: Path |
     logger = logging.getLogger("papermill")
     level = logger.level
     logger.setLevel(logging.INFO)
-    seconds, kernel = [], None
+    seconds = []
     try:
         kernel_log.write_text("")
-        with _kernel_process(kernel_log) as terminal:
-            kernel = _start_kernel(document.metadata.get("kernelspec", {}).get("name", "python3"), cwd)
-            for i, (output, parameters) in enumerate(runs):
-                if i:
-                    _reset(kernel, output, kernel_log)
-                # (the first log is emptied before the kernel starts, which writes into it)
-                seconds.append(_execute(papermill, kernel, notebook, source, output, parameters, cwd, terminal,
-                                         kernel_log))
+        with _kernel_process(kernel_log) as terminal, tempfile.TemporaryDirectory(prefix="acgate-kernel-") as sockets:
+            kernel = _start_kernel(document.metadata.get("kernelspec", {}).get("name", "python3"), cwd, Path(sockets))
+            try:
+                for i, (output, parameters) in enumerate(runs):
+                    if i:
+                        _reset(kernel, output, kernel_log)
+                    # (the first log is emptied before the kernel starts, which writes into it)
+                    seconds.append(_execute(papermill, kernel, notebook, source, output, parameters, cwd, terminal,
+                                             kernel_log))
+            finally:
+                _close_clients(kernel)
+                run_sync(kernel.shutdown_kernel)(now=True)
     finally:
         logger.setLevel(level)
         source.unlink(missing_ok=True)
-        if kernel is not None:
-            _close_clients(kernel)
-            run_sync(kernel.shutdown_kernel)(now=True)
     return seconds
 
 
