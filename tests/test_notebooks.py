@@ -170,13 +170,18 @@ def test_data_prep_notebook_on_the_real_economics_panel(workspace, raw_dir):
     assert result.returncode == 0, result.stdout[-3000:]
 
 
+def toy_notebook(path: Path, cells: str) -> Path:
+    """A percent-format notebook at ``path``: 03_train's Jupytext header (its kernelspec) and then ``cells``."""
+    header = (ROOT / "notebooks" / "03_train.py").read_text().split("# %% [markdown]")[0]
+    path.write_text(header + cells)
+    return path
+
+
 def test_a_failing_notebook_leaves_its_partial_copy_and_log_and_no_output(tmp_path, monkeypatch):
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    header = (ROOT / "notebooks" / "03_train.py").read_text().split("# %% [markdown]")[0]  # Jupytext kernelspec
-    source = tmp_path / "fails.py"
-    source.write_text(header + '# %% tags=["parameters"]\nvalue = 1\n\n'
-                      '# %%\nimport os\nprint("before, threads", os.environ["OMP_NUM_THREADS"])\n\n'
-                      '# %%\nraise ValueError(f"broken {value}")\n')
+    source = toy_notebook(tmp_path / "fails.py", '# %% tags=["parameters"]\nvalue = 1\n\n'
+                          '# %%\nimport os\nprint("before, threads", os.environ["OMP_NUM_THREADS"])\n\n'
+                          '# %%\nraise ValueError(f"broken {value}")\n')
     output = tmp_path / "out" / "fails.ipynb"
     with pytest.raises(RuntimeError, match=r"fails.py failed: ValueError: broken 7\n  parameters: \{'value': 7\}"):
         execute_notebook(source, output, {"value": 7})
@@ -195,9 +200,7 @@ def test_a_kernel_starts_though_the_tcp_ports_jupyter_would_give_it_are_taken(tm
     # every port Jupyter would pick is held by a listening socket (with TCP, the kernel dies at its start)
     from jupyter_client.provisioning.local_provisioner import LocalPortCache
 
-    header = (ROOT / "notebooks" / "03_train.py").read_text().split("# %% [markdown]")[0]
-    source = tmp_path / "ports.py"
-    source.write_text(header + '# %%\nprint("started")\n')
+    source = toy_notebook(tmp_path / "ports.py", '# %%\nprint("started")\n')
     (tmp_path / "tmp").mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))  # where the kernel's sockets go
     with socket.create_server(("127.0.0.1", 0)) as taken:
@@ -208,10 +211,9 @@ def test_a_kernel_starts_though_the_tcp_ports_jupyter_would_give_it_are_taken(tm
 
 
 def test_progress_lines_reach_the_terminal_and_the_rest_stays_in_the_log(tmp_path, capfd):
-    header = (ROOT / "notebooks" / "03_train.py").read_text().split("# %% [markdown]")[0]
-    source = tmp_path / "talks.py"
-    source.write_text(header + '# %%\nprint("  [acgate seed 4] epoch  25/200  train 0.1")\nprint("a table row")\n'
-                      'print("[calibration 3/19] 2 replicates running")\nprint("[1 2] an array")\n')
+    source = toy_notebook(tmp_path / "talks.py", '# %%\nprint("  [acgate seed 4] epoch  25/200  train 0.1")\n'
+                          'print("a table row")\nprint("[calibration 3/19] 2 replicates running")\n'
+                          'print("[1 2] an array")\n')
     execute_notebook(source, tmp_path / "toy" / "seed04" / "talks.ipynb", {})
     terminal = capfd.readouterr().err
     assert "toy/seed04: [acgate seed 4] epoch  25/200  train 0.1" in terminal and "a table row" not in terminal
@@ -221,22 +223,18 @@ def test_progress_lines_reach_the_terminal_and_the_rest_stays_in_the_log(tmp_pat
 
 def test_a_progress_bar_reaches_the_terminal_every_few_seconds(tmp_path, capfd, monkeypatch):
     monkeypatch.setattr(notebook, "BAR_EVERY", 0.5)
-    header = (ROOT / "notebooks" / "03_train.py").read_text().split("# %% [markdown]")[0]
-    source = tmp_path / "bar.py"
-    source.write_text(header + "# %%\nimport sys, time\nfrom tqdm import tqdm\n"
-                      "for _ in tqdm(range(30), desc='acgate seed 4', file=sys.stdout, mininterval=0):\n"
-                      "    time.sleep(0.1)\n")
+    source = toy_notebook(tmp_path / "bar.py", "# %%\nimport sys, time\nfrom tqdm import tqdm\n"
+                          "for _ in tqdm(range(30), desc='acgate seed 4', file=sys.stdout, mininterval=0):\n"
+                          "    time.sleep(0.1)\n")
     execute_notebook(source, tmp_path / "toy" / "seed04" / "bar.ipynb", {})
     echoed = [line for line in capfd.readouterr().err.splitlines() if line.startswith("toy/seed04: acgate seed 4:")]
     assert 1 <= len(echoed) <= 10  # 3 s of a bar redrawn 30 times: a line every 0.5 s or so, not every redraw
 
 
 def test_notebooks_sharing_a_kernel_see_only_what_they_define(tmp_path, monkeypatch):
-    header = (ROOT / "notebooks" / "03_train.py").read_text().split("# %% [markdown]")[0]
-    source = tmp_path / "shared.py"
-    source.write_text(header + '# %% tags=["parameters"]\nseed = 0\n\n'
-                      '# %%\nimport warnings\nassert "left_over" not in globals(), left_over\nleft_over = seed\n'
-                      'warnings.warn(f"shown in every notebook ({seed})")\n')
+    source = toy_notebook(tmp_path / "shared.py", '# %% tags=["parameters"]\nseed = 0\n\n'
+                          '# %%\nimport warnings\nassert "left_over" not in globals(), left_over\n'
+                          'left_over = seed\nwarnings.warn(f"shown in every notebook ({seed})")\n')
     runs = [(tmp_path / f"seed{seed:02d}" / "shared.ipynb", {"seed": seed}) for seed in (3, 4)]
     assert len(execute_notebooks(source, runs)) == 2
     for output, parameters in runs:
