@@ -120,6 +120,24 @@ def test_lag_free_reference_is_uniform_for_random_functions_of_the_proxies():
     assert np.isnan(statistics.lag_free_p(np.ones(n), stratifier, proxies, 10, rng)[1])
 
 
+def test_lag_free_references_kept_between_calls_give_the_same_numbers():
+    """The ranked projections kept in ``references`` are reused only for the same proxies and the same directions
+    (generators seeded alike), and the results and the generators' states are those of calls without them."""
+    rng = np.random.default_rng(4)
+    n = 60
+    proxies, stratifier = rng.normal(size=(n, 3)), rng.normal(size=n)
+    others = proxies[::-1].copy()
+    calls = [(rng.normal(size=n), proxies, 7), (rng.normal(size=n), proxies, 7),  # two methods of one seed
+             (rng.normal(size=n), proxies, 8), (rng.normal(size=n), others, 7)]  # another seed; other proxies
+    references = {}
+    for kstar, proxy_values, seed in calls:
+        kept, alone = np.random.default_rng(seed), np.random.default_rng(seed)
+        assert (statistics.lag_free_p(kstar, stratifier, proxy_values, 300, kept, references)
+                == statistics.lag_free_p(kstar, stratifier, proxy_values, 300, alone))
+        assert kept.bit_generator.state == alone.bit_generator.state
+    assert len(references) == 3
+
+
 def test_rank_multiple_correlation():
     rng = np.random.default_rng(3)
     p = rng.normal(size=(100, 2))

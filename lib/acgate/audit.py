@@ -330,10 +330,12 @@ def read_audit(directory: Path) -> AuditResult:
 
 
 def _l2_rows(runs: list[Run], l1: pd.DataFrame, info: dict[int, EntityInfo], cfg: AuditConfig) -> pd.DataFrame:
-    rows = []
+    rows, references, references_seed = [], {}, None
     degenerate = l1.set_index(["seed", "method"]).degenerate_paper
     for run in runs:
         entity_info = info[run.seed]
+        if run.seed != references_seed:  # the lag-free references are shared by the methods of a seed (runs come
+            references, references_seed = {}, run.seed  # seed by seed), so only one seed's are kept
         for j, name in enumerate(entity_info.stratifiers.columns):
             row = {"seed": run.seed, "method": run.method, "kstar_kind": run.lags.kstar_kind.iloc[0],
                    "stratifier": name, "rho": np.nan, "p_perm": np.nan, "lag_free_median_abs_rho": np.nan,
@@ -345,7 +347,7 @@ def _l2_rows(runs: list[Run], l1: pd.DataFrame, info: dict[int, EntityInfo], cfg
                 rng = np.random.default_rng([cfg.permutation_seed, run.seed, j])
                 row["rho"], row["p_perm"] = statistics.permutation_spearman(kstar, values, cfg.permutations, rng)
                 row["lag_free_median_abs_rho"], row["lag_free_p"] = statistics.lag_free_p(
-                    kstar, values, proxies, cfg.permutations, rng)
+                    kstar, values, proxies, cfg.permutations, rng, references)
                 row["n_entities"] = len(kstar)
             rows.append(row)
     return pd.DataFrame(rows)

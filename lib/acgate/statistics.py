@@ -77,24 +77,34 @@ def permutation_spearman(kstar: np.ndarray, stratifier: np.ndarray, permutations
 
 
 def lag_free_p(kstar: np.ndarray, stratifier: np.ndarray, proxies: np.ndarray, draws: int,
-               rng: np.random.Generator) -> tuple[float, float]:
+               rng: np.random.Generator, references: dict | None = None) -> tuple[float, float]:
     """Alignment of k* (N,) with a stratifier (N,) against lag-free k*: fixed random functions of the proxies.
 
     k* of a proxy-conditioned gate is a function of the proxies (N, M) by construction, so a stratifier that the
     proxies predict aligns with almost any such function. The reference distribution is |Spearman| of the
     stratifier with B random directions in the standardised proxy space (w uniform on the unit sphere, k*_b =
     P_std w); p = (1 + #{b : |rho_b| >= |rho|}) / (B + 1) asks whether the learned k* is more aligned than a k*
-    that knows nothing about lags. Returns (median |rho_b|, p); NaN when k* or the stratifier is constant."""
+    that knows nothing about lags. Returns (median |rho_b|, p); NaN when k* or the stratifier is constant.
+
+    ``references``: a dict the caller keeps between calls, which then holds the ranked projections per
+    (proxies, directions drawn): calls that draw the same directions for the same proxies (the methods of one seed
+    in an audit, whose generators are seeded alike) rank the (N, B) projections once. The same numbers either way;
+    the directions are drawn in every call, so ``rng`` ends where it would without it."""
     if np.ptp(kstar) == 0 or np.ptp(stratifier) == 0:
         return float("nan"), float("nan")
     spread = proxies.std(axis=0)
     standard = (proxies - proxies.mean(axis=0)) / np.where(spread > 0, spread, 1.0)
     directions = rng.normal(size=(proxies.shape[1], draws))
-    projections = standard @ (directions / np.linalg.norm(directions, axis=0))  # (N, B)
+    key = (standard.shape, standard.tobytes(), directions.tobytes())
+    ranks = None if references is None else references.get(key)
+    if ranks is None:
+        projections = standard @ (directions / np.linalg.norm(directions, axis=0))  # (N, B)
+        ranks = average_ranks(projections, axis=0)
+        ranks -= ranks.mean(axis=0)
+        ranks /= np.sqrt(np.sum(ranks**2, axis=0))
+        if references is not None:
+            references[key] = ranks
     s = _centred_ranks(stratifier)
-    ranks = average_ranks(projections, axis=0)
-    ranks -= ranks.mean(axis=0)
-    ranks /= np.sqrt(np.sum(ranks**2, axis=0))
     null = np.abs(s @ ranks)
     rho = abs(float(_centred_ranks(kstar) @ s))
     return float(np.median(null)), (1 + int(np.sum(null >= rho - TIE_TOLERANCE))) / (draws + 1)
