@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import torch
 
-from acgate import audit, runner, train
+from acgate import audit, runner, runs, train
 from acgate.dgp import simulate
 from acgate.layout import is_finished, method_dir
 from acgate.models import build
@@ -89,6 +89,36 @@ def test_artifacts_get_ordinary_permissions(smoke_params, panel, tmp_path):
         os.umask(previous)
     out = method_dir(tmp_path, smoke_params.domain, 0, "uniform_lag")
     assert {oct(p.stat().st_mode & 0o777) for p in out.iterdir()} == {"0o644"}
+
+
+def test_the_git_sha_says_when_code_notebooks_or_params_differ_from_the_commit(tmp_path):
+    def git(*args):
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=tmp_path, check=True,
+                       capture_output=True)
+
+    git("init", "-q")
+    for name in ("lib/acgate/x.py", "notebooks/n.py", "params/p.yaml", "tables/t.csv"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("a\n")
+    package = tmp_path / "lib" / "acgate" / "x.py"  # git_sha looks from the folder of the file it is given
+    assert runs.git_sha(package) == "unknown"  # no commit yet
+    git("add", ".")
+    git("commit", "-q", "-m", "first")
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True, text=True).stdout.strip()
+    assert runs.git_sha(package) == head
+    (tmp_path / "tables" / "t.csv").write_text("b\n")  # a regenerated output does not count
+    assert runs.git_sha(package) == head
+    for change in ("params/p.yaml", "notebooks/new.py"):  # a changed file, a new one
+        (tmp_path / change).write_text("b\n")
+        assert runs.git_sha(package) == head + "+dirty"
+        git("add", ".")
+        git("commit", "-q", "-m", change)
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True,
+                              text=True).stdout.strip()
+        assert runs.git_sha(package) == head
+    outside = tmp_path.parent / f"{tmp_path.name}_no_repository"  # (the temporary folders are in none)
+    outside.mkdir()
+    assert runs.git_sha(outside / "x.py") == "unknown"
 
 
 def test_a_finished_run_is_kept_only_for_the_same_params_and_panel(smoke_params, panel, tmp_path):
@@ -255,6 +285,32 @@ def test_adam_is_torchs_fused_adam_to_the_bit(smoke_params, panel, method):
     assert (method == "no_ac_encoder") == any(p.grad is None for p in ours)
     for a, b in zip(ours, reference, strict=True):
         assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("method", ["no_ac_encoder", "tft"])
+@pytest.mark.parametrize("factor", [0.1, 10.0])  # max_norm below the gradients' norm (scaled down), and above it
+def test_clip_grad_norm_is_torchs_to_the_bit(smoke_params, panel, method, factor):
+    """``train.clip_grad_norm`` scales the gradients as ``torch.nn.utils.clip_grad_norm_`` does, to the bit;
+    No-AC-Encoder's encoder has no gradient, which both leave alone."""
+    cfg = smoke_params.model
+    batch = train.Batch.build(panel, Normalisers.fit(panel), cfg.max_lag, torch.device("cpu")).through("train")
+    torch.manual_seed(5)
+    model = build(cfg, method, panel.n_entities, panel.X.shape[2], panel.P.shape[1], panel.S.shape[1])
+    out = model(*batch.inputs())
+    train.masked_mse(out.y_hat, batch.y, batch.masks["train"]).backward()
+    params = list(model.parameters())
+    before = [None if p.grad is None else p.grad.clone() for p in params]
+    max_norm = factor * float(torch.nn.utils.get_total_norm([g for g in before if g is not None]))
+    train.clip_grad_norm(params, max_norm)
+    ours = [None if p.grad is None else p.grad.clone() for p in params]
+    for p, grad in zip(params, before, strict=True):
+        p.grad = grad.clone() if grad is not None else None
+    torch.nn.utils.clip_grad_norm_(params, max_norm)
+    assert (method == "no_ac_encoder") == any(g is None for g in ours)
+    for a, b in zip(ours, (p.grad for p in params), strict=True):
+        assert (a is None and b is None) or torch.equal(a, b)
+    changed = [not torch.equal(a, g) for a, g in zip(ours, before, strict=True) if g is not None and g.any()]
+    assert all(changed) if factor < 1 else not any(changed)
 
 
 def test_adam_wants_one_device_and_one_dtype():

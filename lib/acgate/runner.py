@@ -39,8 +39,7 @@ def lag_table(result: FitResult, panel: Panel) -> pd.DataFrame:
             z = model.score(b.proxies)
             omega = model.lag_weights(z).cpu().numpy()
         return lags.lag_frame(panel, omega, "structural", z=z.squeeze(1).cpu().numpy())
-    with torch.no_grad():
-        out = model(*b.inputs())
+    out = result.output
     internal = None if out.internal is None else out.internal.mean(dim=1).cpu().numpy()
     return lags.lag_frame(panel, profile_from_increase(occlusion_increase(model, b)), "diagnostic: occlusion",
                      internal=internal)
@@ -149,8 +148,7 @@ def _fit_neural(panel: Panel, params: Params, method: str, seed: int, out: Path,
     facts = {"best_epoch": result.best_epoch, "epochs_run": result.epochs_run,
              "seconds_per_epoch": round(result.seconds / result.epochs_run, 5)}
     if method == "ganet":
-        with torch.no_grad():
-            facts["gate_density"] = float(result.model(*result.batch.inputs()).gate_density)
+        facts["gate_density"] = float(result.output.gate_density)
     atomic_write(out / "model.pt", lambda f: torch.save(result.model.state_dict(), f), binary=True)
     return _Trained(predictions(result, panel), lag_table(result, panel), result.history, result.seconds,
                     result.device, facts, omega_of_z(result.model) if method in GATE_METHODS else None)

@@ -98,18 +98,20 @@ SOURCE_PATHS = ("lib", "notebooks", "params", "pyproject.toml")  # what makes a 
 
 def git_sha(start: Path | None = None) -> str:
     """HEAD of the checkout holding ``start`` (default: this package), '+dirty' when its code, notebooks or
-    params differ from that commit (changed or new files; regenerated outputs such as tables/ do not count)."""
+    params differ from that commit (changed or new files; regenerated outputs such as tables/ do not count).
+    One ``git status`` call gives both (every run's manifest asks: the audit calibration's runs alone are some
+    1650 a grid)."""
     where = Path(start or __file__).resolve().parent
     try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=where, capture_output=True, text=True,
-                             check=True).stdout.strip()
-        top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=where, capture_output=True, text=True,
-                             check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", *SOURCE_PATHS], cwd=top,
-                               capture_output=True, text=True, check=True).stdout.strip()
+        status = subprocess.run(["git", "status", "--porcelain=v2", "--branch", "--",
+                                 *(f":(top){path}" for path in SOURCE_PATHS)],
+                                cwd=where, capture_output=True, text=True, check=True).stdout.splitlines()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
-    return sha + ("+dirty" if dirty else "")
+    sha = next((line.split()[2] for line in status if line.startswith("# branch.oid ")), "(initial)")
+    if sha == "(initial)":  # no commit yet
+        return "unknown"
+    return sha + ("+dirty" if any(not line.startswith("#") for line in status) else "")
 
 
 def package_versions() -> dict[str, str]:

@@ -23,7 +23,7 @@ import torch
 from tqdm import tqdm
 
 from acgate.config import Params
-from acgate.models import build, lag_windows
+from acgate.models import Output, build, lag_windows
 from acgate.panel import Normalisers, Panel
 
 
@@ -129,6 +129,13 @@ class FitResult:
     batch: Batch
     norm: Normalisers
 
+    @functools.cached_property
+    def output(self) -> Output:
+        """The trained model's output on the whole batch (evaluation, no gradient), made once: the predictions, a
+        baseline's internal lag weights and GA-Net's gate density all come from it."""
+        with torch.no_grad():
+            return self.model(*self.batch.inputs())
+
 
 def fit(panel: Panel, params: Params, method: str, seed: int, log: Callable[[str], None] = print,
         bar: bool = False) -> FitResult:
@@ -227,6 +234,20 @@ class Adam:
                            maximize=False)
 
 
+@torch.no_grad()
+def clip_grad_norm(params: list[torch.Tensor], max_norm: float) -> None:
+    """``torch.nn.utils.clip_grad_norm_(params, max_norm)`` for parameters on one device in one dtype (as
+    :class:`Adam` wants them): the same kernels in the same order (each gradient's norm, their norm, the gradients
+    scaled by min(max_norm / (norm + 1e-6), 1)), so the same gradients to the bit (a test compares), without the
+    wrappers that group the tensors by device and dtype first: 0.13 against 0.09 ms a step for a synthetic AC-GATE
+    on one thread of the AMD EPYC VM. Parameters without a gradient are left alone."""
+    grads = [p.grad for p in params if p.grad is not None]
+    if not grads:
+        return
+    total = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads, 2.0)), 2.0)
+    torch._foreach_mul_(grads, torch.clamp(max_norm / (total + 1e-6), max=1.0))
+
+
 def set_training(modules: list[torch.nn.Module], training: bool) -> None:
     """``model.train(training)`` for the model's ``modules`` (``list(model.modules())``), listed once by the caller:
     ``Module.train`` walks the module tree and sets each flag through ``Module.__setattr__``, a visible share of a
@@ -248,7 +269,7 @@ def _train_step(model: torch.nn.Module, optimiser: Adam, batch: Batch, params: P
              else torch.zeros((), device=task.device))
     (task + model.recon_weight * recon).backward()
     # the optimiser's list of the parameters (model.parameters(), in its order): no walk of the module tree
-    torch.nn.utils.clip_grad_norm_(optimiser.params, params.train.grad_clip)
+    clip_grad_norm(optimiser.params, params.train.grad_clip)
     optimiser.step()
     return task.item(), recon.item()
 
@@ -260,6 +281,5 @@ def _validation_loss(model: torch.nn.Module, val_batch: Batch, modules: list[tor
 
 
 def predictions(result: FitResult, panel: Panel) -> pd.DataFrame:
-    with torch.no_grad():
-        y_hat = result.model(*result.batch.inputs()).y_hat.cpu().numpy()
+    y_hat = result.output.y_hat.cpu().numpy()
     return panel.prediction_frame(result.model.cfg.max_lag, result.norm.Y.inverse(y_hat))
