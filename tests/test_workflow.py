@@ -9,6 +9,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -82,13 +83,17 @@ def test_a_domain_without_its_inputs_is_skipped_with_the_reason(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def grid(tmp_path_factory):
+def grid(tmp_path_factory, request):
     """A tiny grid killed (SIGKILL to the whole process group) while training its first seed, then rerun."""
     workdir = tmp_path_factory.mktemp("grid")
     cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "workflow" / "Snakefile"), "--directory",
            str(workdir), "--cores", "2"]
     config = ["--config", *SMOKE, f"domains=[{', '.join(DOMAINS)}]"]
-    env = {**os.environ, "ACGATE_RAW_DIR": str(RAW)}
+    # the killed kernels cannot remove their sockets' folders: these go to a temporary folder of the test's own
+    # (a short path: a Unix socket's path is limited to about 100 characters), removed at the end
+    sockets = tempfile.mkdtemp(prefix="acgate-test-")
+    request.addfinalizer(lambda: shutil.rmtree(sockets, ignore_errors=True))
+    env = {**os.environ, "ACGATE_RAW_DIR": str(RAW), "TMPDIR": sockets}
     first = subprocess.Popen(cmd + config, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
                              start_new_session=True)
     seed_dir = workdir / GRID / "synthetic_linear" / "seed00"
