@@ -91,34 +91,40 @@ def test_artifacts_get_ordinary_permissions(smoke_params, panel, tmp_path):
     assert {oct(p.stat().st_mode & 0o777) for p in out.iterdir()} == {"0o644"}
 
 
-def test_the_git_sha_says_when_code_notebooks_or_params_differ_from_the_commit(tmp_path):
-    def git(*args):
-        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=tmp_path, check=True,
-                       capture_output=True)
+def test_the_git_sha_says_when_code_notebooks_or_params_differ_from_the_commit(tmp_path, monkeypatch):
+    # git as on a fresh machine: no user or system settings (untracked files hidden, signed commits, hooks), no
+    # repository of a caller's (a hook's GIT_DIR), none above the temporary folders
+    for name in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", os.devnull)
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path.parent))
+    repository = tmp_path / "checkout"
 
+    def git(*args) -> str:
+        return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=repository,
+                              check=True, capture_output=True, text=True).stdout.strip()
+
+    sources = ("lib/acgate/x.py", "notebooks/n.py", "params/p.yaml", "pyproject.toml")
+    for name in (*sources, "tables/t.csv"):
+        (repository / name).parent.mkdir(parents=True, exist_ok=True)
+        (repository / name).write_text("a\n")
+    package = repository / "lib" / "acgate" / "x.py"  # git_sha looks from the folder of the file it is given
+    assert runs.git_sha(package) == "unknown"  # not a repository yet
     git("init", "-q")
-    for name in ("lib/acgate/x.py", "notebooks/n.py", "params/p.yaml", "tables/t.csv"):
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text("a\n")
-    package = tmp_path / "lib" / "acgate" / "x.py"  # git_sha looks from the folder of the file it is given
     assert runs.git_sha(package) == "unknown"  # no commit yet
     git("add", ".")
     git("commit", "-q", "-m", "first")
-    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True, text=True).stdout.strip()
-    assert runs.git_sha(package) == head
-    (tmp_path / "tables" / "t.csv").write_text("b\n")  # a regenerated output does not count
-    assert runs.git_sha(package) == head
-    for change in ("params/p.yaml", "notebooks/new.py"):  # a changed file, a new one
-        (tmp_path / change).write_text("b\n")
-        assert runs.git_sha(package) == head + "+dirty"
+    assert runs.git_sha(package) == git("rev-parse", "HEAD")
+    for output in ("tables/t.csv", "tables/new.csv"):  # a regenerated output, a new one: neither counts
+        (repository / output).write_text("b\n")
+        assert runs.git_sha(package) == git("rev-parse", "HEAD")
+    for change in (*sources, "notebooks/new.py"):  # every kind of source changed, and a new one
+        (repository / change).write_text("b\n")
+        assert runs.git_sha(package) == git("rev-parse", "HEAD") + "+dirty", change
         git("add", ".")
         git("commit", "-q", "-m", change)
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True,
-                              text=True).stdout.strip()
-        assert runs.git_sha(package) == head
-    outside = tmp_path.parent / f"{tmp_path.name}_no_repository"  # (the temporary folders are in none)
-    outside.mkdir()
-    assert runs.git_sha(outside / "x.py") == "unknown"
+        assert runs.git_sha(package) == git("rev-parse", "HEAD")
 
 
 def test_a_finished_run_is_kept_only_for_the_same_params_and_panel(smoke_params, panel, tmp_path):
@@ -300,7 +306,7 @@ def test_clip_grad_norm_is_torchs_to_the_bit(smoke_params, panel, method, factor
     train.masked_mse(out.y_hat, batch.y, batch.masks["train"]).backward()
     params = list(model.parameters())
     before = [None if p.grad is None else p.grad.clone() for p in params]
-    max_norm = factor * float(torch.nn.utils.get_total_norm([g for g in before if g is not None]))
+    max_norm = factor * float(torch.linalg.vector_norm(torch.cat([g.flatten() for g in before if g is not None])))
     train.clip_grad_norm(params, max_norm)
     ours = [None if p.grad is None else p.grad.clone() for p in params]
     for p, grad in zip(params, before, strict=True):

@@ -39,8 +39,9 @@ def snakemake(workdir, *args, config=(), env=None, **kwargs):
 
 
 def job_counts(output: str) -> dict[str, int]:
-    """Jobs per rule of a dry run; the training and DGP rules of each domain and group of seeds
-    (train_<domain>_seeds<first>_<last>, dgp_...) are counted as 'train' and 'dgp'."""
+    """Jobs per rule of a dry run; the training rules of each domain and group of seeds
+    (train_<domain>_seeds<first>_<last>) and the DGP rules of each domain (dgp_...) are counted as 'train' and
+    'dgp'."""
     start = output.index("Job stats:")
     table = output[start:output.index("total", start)]  # the first table (a run prints it again at the end)
     counts: dict[str, int] = {}

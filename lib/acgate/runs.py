@@ -103,7 +103,10 @@ def git_sha(start: Path | None = None) -> str:
     1650 a grid)."""
     where = Path(start or __file__).resolve().parent
     try:
-        status = subprocess.run(["git", "status", "--porcelain=v2", "--branch", "--",
+        # no optional locks: the index is not refreshed on disk, so concurrent runs and the user's own git commands
+        # do not meet on index.lock; no ahead/behind count against the upstream branch (not needed)
+        status = subprocess.run(["git", "--no-optional-locks", "status", "--porcelain=v2", "--branch",
+                                 "--no-ahead-behind", "--",
                                  *(f":(top){path}" for path in SOURCE_PATHS)],
                                 cwd=where, capture_output=True, text=True, check=True).stdout.splitlines()
     except (OSError, subprocess.CalledProcessError):

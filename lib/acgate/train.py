@@ -132,7 +132,9 @@ class FitResult:
     @functools.cached_property
     def output(self) -> Output:
         """The trained model's output on the whole batch (evaluation, no gradient), made once: the predictions, a
-        baseline's internal lag weights and GA-Net's gate density all come from it."""
+        baseline's internal lag weights and GA-Net's gate density all come from it. Made at the first use and kept:
+        it does not follow later changes to the model, and its tensors (whose numpy views callers get) are not to be
+        changed in place."""
         with torch.no_grad():
             return self.model(*self.batch.inputs())
 
