@@ -334,8 +334,10 @@ def _l2_rows(runs: list[Run], l1: pd.DataFrame, info: dict[int, EntityInfo], cfg
     degenerate = l1.set_index(["seed", "method"]).degenerate_paper
     for run in runs:
         entity_info = info[run.seed]
-        if run.seed != references_seed:  # the lag-free references are shared by the methods of a seed (runs come
-            references, references_seed = {}, run.seed  # seed by seed), so only one seed's are kept
+        # the methods of a seed share their lag-free references (statistics.lag_free_p); the runs come seed by seed,
+        # so only the current seed's are kept
+        if run.seed != references_seed:
+            references, references_seed = {}, run.seed
         for j, name in enumerate(entity_info.stratifiers.columns):
             row = {"seed": run.seed, "method": run.method, "kstar_kind": run.lags.kstar_kind.iloc[0],
                    "stratifier": name, "rho": np.nan, "p_perm": np.nan, "lag_free_median_abs_rho": np.nan,
