@@ -319,6 +319,32 @@ def test_clip_grad_norm_is_torchs_to_the_bit(smoke_params, panel, method, factor
     assert all(changed) if factor < 1 else not any(changed)
 
 
+def test_adam_counts_the_steps_of_each_parameter_as_torch_does():
+    """A parameter without a gradient at some step is not stepped and its count stands still, as in
+    ``torch.optim.Adam(..., fused=True)``; the parameters agree to the bit after every step, also when the set of
+    parameters with a gradient changes (a parameter drops out, comes back, or gets its first gradient late)."""
+    pattern = [(1, 1, 0), (1, 0, 0), (1, 1, 1), (0, 1, 1), (1, 1, 1), (1, 1, 1)]  # which parameter has a gradient
+
+    def trajectory(make):
+        torch.manual_seed(3)
+        params = [torch.randn(4, 3, requires_grad=True), torch.randn(5, requires_grad=True),
+                  torch.randn(2, 2, requires_grad=True)]
+        optimiser, seen = make(params), []
+        for step, has in enumerate(pattern):
+            grads = torch.Generator().manual_seed(step)
+            for p, h in zip(params, has, strict=True):
+                p.grad = torch.randn(p.shape, generator=grads) if h else None
+            optimiser.step()
+            seen.append([p.detach().clone() for p in params])
+        return seen
+
+    ours = trajectory(lambda params: train.Adam(params, lr=0.1))
+    reference = trajectory(lambda params: torch.optim.Adam(params, lr=0.1, fused=True))
+    for mine, theirs in zip(ours, reference, strict=True):
+        for a, b in zip(mine, theirs, strict=True):
+            assert torch.equal(a, b)
+
+
 def test_adam_wants_one_device_and_one_dtype():
     with pytest.raises(ValueError, match="one device and one dtype"):
         train.Adam([torch.zeros(2, requires_grad=True), torch.zeros(2, dtype=torch.float64, requires_grad=True)], 0.1)

@@ -213,7 +213,14 @@ class Adam:
         if len({(p.device, p.dtype) for p in self.params}) > 1:
             raise ValueError("Adam: the parameters are on more than one device or in more than one dtype; move the "
                              "model to one device and one dtype first")
-        self.state: dict[torch.Tensor, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
+        self.state: dict[torch.Tensor, tuple[torch.Tensor, torch.Tensor]] = {}  # exp_avg, exp_avg_sq
+        self.steps: dict[torch.Tensor, torch.Tensor] = {}  # the step count, a float32 scalar as fused Adam keeps it
+        # the parameters stepped last time (their ids), their step counts as views of one tensor (one add counts a
+        # step for all of them; a _foreach_add_ over one scalar a parameter costs some 1.5 microseconds a parameter)
+        # and the kernel's lists; remade, the counts kept, when the parameters with a gradient change
+        self._live: tuple[int, ...] = ()
+        self._counts = torch.zeros(0)
+        self._lists: tuple[list[torch.Tensor], ...] = ()
 
     def zero_grad(self) -> None:
         for p in self.params:
@@ -224,13 +231,19 @@ class Adam:
         live = [p for p in self.params if p.grad is not None]
         if not live:
             return
-        for p in live:
-            if p not in self.state:  # exp_avg, exp_avg_sq and the step count (a float32 scalar, as fused Adam keeps it)
-                self.state[p] = (torch.zeros_like(p, memory_format=torch.preserve_format),
-                                 torch.zeros_like(p, memory_format=torch.preserve_format),
-                                 torch.zeros((), dtype=torch.float32, device=p.device))
-        exp_avgs, exp_avg_sqs, steps = (list(s) for s in zip(*(self.state[p] for p in live), strict=True))
-        torch._foreach_add_(steps, 1)
+        if tuple(map(id, live)) != self._live:
+            for p in live:
+                if p not in self.state:  # its moments (and its step count, 0) start at its first gradient
+                    self.state[p] = (torch.zeros_like(p, memory_format=torch.preserve_format),
+                                     torch.zeros_like(p, memory_format=torch.preserve_format))
+            counts = [float(self.steps[p]) if p in self.steps else 0.0 for p in live]
+            self._counts = torch.tensor(counts, dtype=torch.float32, device=live[0].device)
+            self.steps.update(zip(live, self._counts.unbind(), strict=True))
+            self._live = tuple(map(id, live))
+            self._lists = ([self.state[p][0] for p in live], [self.state[p][1] for p in live],
+                           [self.steps[p] for p in live])
+        self._counts.add_(1)
+        exp_avgs, exp_avg_sqs, steps = self._lists
         torch._fused_adam_(live, [p.grad for p in live], exp_avgs, exp_avg_sqs, [], steps, lr=self.lr,
                            beta1=self.betas[0], beta2=self.betas[1], weight_decay=0.0, eps=self.eps, amsgrad=False,
                            maximize=False)
