@@ -213,11 +213,11 @@ class Adam:
         if len({(p.device, p.dtype) for p in self.params}) > 1:
             raise ValueError("Adam: the parameters are on more than one device or in more than one dtype; move the "
                              "model to one device and one dtype first")
-        self.state: dict[torch.Tensor, tuple[torch.Tensor, torch.Tensor]] = {}  # exp_avg, exp_avg_sq
-        self.steps: dict[torch.Tensor, torch.Tensor] = {}  # the step count, a float32 scalar as fused Adam keeps it
-        # the parameters stepped last time (their ids), their step counts as views of one tensor (one add counts a
-        # step for all of them; a _foreach_add_ over one scalar a parameter costs some 1.5 microseconds a parameter)
-        # and the kernel's lists; remade, the counts kept, when the parameters with a gradient change
+        # exp_avg, exp_avg_sq and the step count (a float32 scalar, as fused Adam keeps it) of each parameter
+        self.state: dict[torch.Tensor, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
+        # the parameters stepped last time (their ids), with their step counts as views of one tensor, so that one add
+        # counts a step for all of them (a _foreach_add_ over one scalar a parameter costs some 1.5 microseconds a
+        # parameter), and the kernel's lists; remade, the counts copied, when the parameters with a gradient change
         self._live: tuple[int, ...] = ()
         self._counts = torch.zeros(0)
         self._lists: tuple[list[torch.Tensor], ...] = ()
@@ -233,15 +233,15 @@ class Adam:
             return
         if tuple(map(id, live)) != self._live:
             for p in live:
-                if p not in self.state:  # its moments (and its step count, 0) start at its first gradient
+                if p not in self.state:  # its moments and step count start at its first gradient
                     self.state[p] = (torch.zeros_like(p, memory_format=torch.preserve_format),
-                                     torch.zeros_like(p, memory_format=torch.preserve_format))
-            counts = [float(self.steps[p]) if p in self.steps else 0.0 for p in live]
-            self._counts = torch.tensor(counts, dtype=torch.float32, device=live[0].device)
-            self.steps.update(zip(live, self._counts.unbind(), strict=True))
+                                     torch.zeros_like(p, memory_format=torch.preserve_format),
+                                     torch.zeros((), dtype=torch.float32, device=p.device))
+            self._counts = torch.stack([self.state[p][2] for p in live])
+            for p, count in zip(live, self._counts.unbind(), strict=True):
+                self.state[p] = (*self.state[p][:2], count)
             self._live = tuple(map(id, live))
-            self._lists = ([self.state[p][0] for p in live], [self.state[p][1] for p in live],
-                           [self.steps[p] for p in live])
+            self._lists = tuple(list(s) for s in zip(*(self.state[p] for p in live), strict=True))
         self._counts.add_(1)
         exp_avgs, exp_avg_sqs, steps = self._lists
         torch._fused_adam_(live, [p.grad for p in live], exp_avgs, exp_avg_sqs, [], steps, lr=self.lr,
