@@ -1,11 +1,12 @@
 # Front door of the repository. `make paper` runs the main job, `make test` the tests; both set up
-# the virtual environment in .venv on first use (CPU PyTorch 2.13.0 plus this package and its extras).
+# the virtual environment in .venv on first use (PyTorch 2.13.0, from pip's index unless TORCH_INDEX names
+# another, plus this package and its extras).
 #   make paper            the main job (workflow/Snakefile): 01_data_prep for the real domains whose input files are
 #                         present, the 20-seed grid of every available domain (02_synthetic_dgp, 03_train), the
 #                         audits (04_audit), the report (05_report: tables/, figures/) and the HTML view of every
 #                         executed notebook (runs/html/index.html); it names the domains it skipped and why
 #   make quick            the same grid with 3 seeds into runs/quick/ (its panels, tables and figures too), and a small
-#                         audit calibration (2 replicates a scenario)
+#                         audit calibration (2 replicates a trained scenario, 5 of the lag-free control)
 #   make calibrate        only the audit calibration (06_audit_calibration: tables/audit_calibration.*, its figure)
 #   make dry-run          list the jobs `make paper` would run, and why, without running them
 #   make unlock           release the workflow's lock after a hard kill or power loss, then rerun `make paper`
@@ -14,7 +15,7 @@
 #                         data/processed); BENCH="--repeats 5 --domains synthetic_linear" to narrow
 #   make data             download the official input files into data/raw (or $ACGATE_RAW_DIR)
 #   make example          generate the example panel data/raw/example_panel.csv (params/example_panel.yaml)
-#   make test             ruff + pytest (unit, notebook, nbval and workflow tests; about 3 minutes on 2 cores)
+#   make test             ruff + pytest (unit, notebook, nbval and workflow tests; about 5 minutes on 2 cores)
 #   make lab              JupyterLab on the repository; notebooks/*.py open as notebooks (Jupytext), and saving one
 #                         writes a paired .ipynb beside it (git-ignored; the .py file stays the source). LAB="--port
 #                         8890 --no-browser" passes options to `jupyter lab`

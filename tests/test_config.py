@@ -120,6 +120,9 @@ def test_reference_documents_every_key():
         for f in dataclasses.fields(getattr(p, section)):
             assert f"`{section}.{f.name}`" in text
     assert "`n_seeds`" in text and "a number > 0" in text
+    # a key a params file must set says so instead of showing a default it never takes
+    assert "| `data.loader` | required |" in text and "| `data.target` | required |" in text
+    assert "| `data.csv_file` | `` |" in text  # an optional key keeps its default
 
 
 def test_parameter_reference_is_current():

@@ -216,7 +216,9 @@ class TrainConfig:
     grad_clip: float = _param(1.0, "maximum global gradient norm", _positive)
     device: str = _param("auto", "auto (CUDA when present, else CPU), cpu or cuda", _one_of("auto", "cpu", "cuda"))
     threads: int = _param(1, "CPU threads per run (keeps parallel jobs from oversubscribing cores)", _int_at_least(1))
-    log_every: int = _param(25, "print a progress line every this many epochs", _int_at_least(1))
+    log_every: int = _param(25, "print a progress line every this many epochs (training without a progress bar, "
+                                "as acgate.train.fit runs by default; the notebooks show a bar instead)",
+                            _int_at_least(1))
 
 
 @dataclass(frozen=True)
@@ -431,7 +433,8 @@ def load_params(path: str | Path, overlay: str | Path | None = None) -> Params:
 
 
 def reference_markdown() -> str:
-    """The parameter reference (key, default, allowed values, meaning) as a Markdown table."""
+    """The parameter reference (key, default, allowed values, meaning) as a Markdown table; a key a params file must
+    set has "required" for its default."""
     rows = ["| key | default | allowed | meaning |", "|---|---|---|---|"]
     sections: list[tuple[str, type]] = [("", Params), *SECTIONS.items()]
     probe = object()
@@ -442,7 +445,8 @@ def reference_markdown() -> str:
             default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
             allowed = f.metadata["check"](probe)
             key = f"{prefix}.{f.name}" if prefix else f.name
-            rows.append(f"| `{key}` | `{default}` | {allowed} | {f.metadata['help']} |")
+            shown = "required" if f.metadata["required"] else f"`{default}`"
+            rows.append(f"| `{key}` | {shown} | {allowed} | {f.metadata['help']} |")
     return "\n".join(rows)
 
 

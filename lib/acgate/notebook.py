@@ -10,8 +10,9 @@
 ``key=value`` per notebook parameter (values are parsed as YAML). This is what every rule of the workflow
 (``workflow/Snakefile``) runs. The executed copy appears at the output path only when every cell ran; the
 notebook's output streams into ``<output>.log`` while it runs (``tail -f`` it to follow a long step), its progress
-lines (``[<method> seed <n>] ...``: a method's start, every ``train.log_every`` epochs, its end) also to the
-terminal, and a failed run leaves its partly executed copy beside it as ``.<name>.partial.ipynb`` for inspection.
+lines (``[<method> seed <n>] ...``: a method's start and end; the calibration's replicates) and, every
+:data:`BAR_EVERY` seconds, the state of a training progress bar also to the terminal, and a failed run leaves its
+partly executed copy beside it as ``.<name>.partial.ipynb`` for inspection.
 With ``--seeds``, the notebook runs once per seed, each into its own executed copy and log, in one kernel whose
 namespace is cleared between runs (:func:`execute_notebooks`): the workflow's training and DGP jobs take several
 seeds each, so that a kernel's start and imports are not paid per seed.
