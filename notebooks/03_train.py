@@ -20,7 +20,8 @@
 #   `02_synthetic_dgp` has not run). Proxy-shuffle domains permute the proxies once per seed; the method
 #   `shuffled_proxies` is AC-GATE on another permutation of them (the calibrated L1's comparator).
 # - **Outputs**: `runs/<domain>/seed<NN>/<method>/` with `metrics.json`, `lags.csv`, `predictions.csv`,
-#   `history.csv`, `model.pt` and `manifest.json` (parameters, seed, git SHA, package versions, device).
+#   `history.csv`, `model.pt` (Grouped ARDL: `coefficients.csv`) and `manifest.json` (parameters, seed, git SHA,
+#   package versions, device).
 
 # %% tags=["parameters"]
 domain: str = "synthetic_linear"  # reads params/<domain>.yaml
@@ -29,7 +30,7 @@ params_file: str = ""  # params file; empty means params/<domain>.yaml
 profile_file: str = ""  # optional overlay profile, e.g. params/smoke.yaml for a tiny fast run
 methods: list = []  # methods to train; empty means the params file's list
 runs_dir: str = ""  # artifacts go to <runs_dir>/<domain>/seed<NN>/<method>/; empty: runs, or runs/<profile>
-data_dir: str = ""  # panels are read from <data_dir>/processed/; empty: data, or runs/<profile>/data
+data_dir: str = ""  # panels are read from <data_dir>/processed/; empty: data, or <runs_dir>/data when that is not runs
 retrain: bool = False  # true: retrain a method even when its finished run has the same parameters (params hash)
 # %%
 import matplotlib.pyplot as plt

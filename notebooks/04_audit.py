@@ -35,7 +35,8 @@ params_file: str = ""  # params file; empty means params/<domain>.yaml
 profile_file: str = ""  # optional overlay profile, e.g. params/smoke.yaml
 runs_dir: str = ""  # runs are read from <runs_dir>/<domain>/, the audit goes to <runs_dir>/<domain>/audit/; empty:
 #   runs, or runs/<profile> with a profile
-data_dir: str = ""  # panels are read from <data_dir>/processed/<domain>/; empty: data, or runs/<profile>/data
+data_dir: str = ""  # panels are read from <data_dir>/processed/<domain>/; empty: data, or <runs_dir>/data when that
+#   is not runs
 seeds: int = 0  # audit seeds 0..seeds-1; 0 means the params file's n_seeds
 methods: list = []  # methods to audit; empty means the params file's list
 # %%
@@ -143,7 +144,7 @@ ref = params.audit.reference
 kstar = result.kstar_by_entity[result.kstar_by_entity.method == ref]
 strat_names = list(result.l2.stratifier.unique()) if not result.l2.empty else []
 if strat_names:
-    points = kstar_with_stratifiers(kstar, data_root, params.domain)
+    points = kstar_with_stratifiers(kstar, data_root, params.domain, result.shared_entities)
     fig, axes = plt.subplots(1, len(strat_names), figsize=(3.4 * len(strat_names), 3), squeeze=False)
     for ax, name in zip(axes[0], strat_names, strict=True):
         ax.scatter(points[name], points.kstar, s=6, alpha=0.4)

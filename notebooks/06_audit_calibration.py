@@ -37,7 +37,8 @@ params_file: str = "params/audit_calibration.yaml"  # panel sizes, methods, trai
 scenarios: list = []  # scenarios to run; empty means all of acgate.calibration.SCENARIOS
 trained_replicates: int = 10  # replicate audits of each trained scenario
 lag_free_replicates: int = 40  # replicate audits of the lag-free control (no training, so cheap)
-jobs: int = 0  # replicates run at once, each in its own single-thread process; 0 means one per CPU core
+jobs: int = 0  # replicates run at once, each in its own single-thread process (1: one after another, in the
+#   notebook's own process); 0 means one per CPU core
 runs_dir: str = "runs"  # replicates go to <runs_dir>/audit_calibration/
 tables_dir: str = "tables"  # audit_calibration.{csv,md,tex} go here
 figures_dir: str = "figures"  # audit_calibration.{png,pdf} go here

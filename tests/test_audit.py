@@ -33,8 +33,10 @@ def make_domain(root, domain, seeds, methods, kstar_of, shared_entities=False, n
         z = rng.uniform(size=N)
         entities = np.array([f"c{i:02d}" for i in range(N)])
         proxy = rng.normal(size=N) if noise_proxy else z + rng.normal(0, 0.01, N)
+        y = np.zeros((N, 12), np.float32)
+        y[:, 0] = 0 if shared_entities else seed  # a new draw per seed, as a synthetic panel is (time 0 is no target)
         panel = Panel(entities=entities, times=np.arange(12), X=np.zeros((N, 12, 1), np.float32),
-                      Y=np.zeros((N, 12), np.float32), P=np.stack([proxy, rng.normal(size=N)], 1),
+                      Y=y, P=np.stack([proxy, rng.normal(size=N)], 1),
                       S=np.zeros((N, 0)), feature_names=["x"], proxy_names=["z", "other"], static_names=[],
                       val_start=8, test_start=10,
                       stratifiers=pd.DataFrame({"latent_z": z, "noise": rng.normal(size=N)},
@@ -95,6 +97,7 @@ def test_audit_of_a_recovering_model(tmp_path, params):
     assert row.mean_abs_rho > 0.9 and row.share_p_below_alpha == 1.0 and row.sign_consistency == 1.0
     assert row.fisher_p < 1e-10 and row.seeds_tested == 8
     assert "differ across seeds" in row.pooled_note  # synthetic panels: a new draw of entities per seed
+    assert not result.shared_entities and row.fisher_valid  # so the seeds are independent draws, not one panel
     assert not s.loc[("acgate", "noise")].circular
     per_seed = result.l2[(result.l2.method == "acgate") & (result.l2.stratifier == "latent_z")]
     assert row.median_rho == pytest.approx(per_seed.rho.median())
@@ -157,6 +160,26 @@ def test_seed_pooled_test_on_shared_entities(tmp_path, params):
     assert result.verdicts_paper["L2"]["verdict"] == "supported"
     assert result.shared_entities and not row.fisher_valid
     assert any("training randomness only" in w for w in result.warnings())
+
+
+def test_kstar_beside_the_stratifiers_pools_new_draws_and_averages_a_shared_panel(tmp_path, params):
+    """The audit notebook's k*-against-stratifier points: each seed of a synthetic panel draws new entities under the
+    same names, so its points stand apart; the seeds of a real panel share their entities, whose k* is averaged."""
+    make_domain(tmp_path, "draws", range(3), ["acgate"], recovering)
+    make_domain(tmp_path, "real", range(3), ["acgate"], recovering, shared_entities=True)
+    points = {}
+    for domain in ("draws", "real"):
+        result = audit.audit_domain(params(domain), tmp_path / "runs", tmp_path / "data", 3, ["acgate"])
+        points[domain] = audit.kstar_with_stratifiers(result.kstar_by_entity, tmp_path / "data", domain,
+                                                      result.shared_entities)
+        kstar = result.kstar_by_entity
+    assert len(points["draws"]) == 3 * N
+    for seed in range(3):  # every entity of every seed beside its own panel's stratifiers
+        mine = points["draws"][points["draws"].seed == seed]
+        strat = Panel.load(tmp_path / "data" / "processed" / "draws" / f"seed{seed:02d}").stratifiers
+        assert np.array_equal(mine.latent_z, strat.latent_z.loc[mine.index])
+    assert len(points["real"]) == N
+    assert np.allclose(points["real"].kstar, kstar.groupby("entity").kstar.mean().loc[points["real"].index])
 
 
 def test_only_current_complete_runs_asked_for_are_audited_and_the_rest_is_named(tmp_path, params):

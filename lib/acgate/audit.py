@@ -174,9 +174,11 @@ def load_entity_info(data_root: Path, domain: str, seed: int) -> EntityInfo | No
     return None if panel is None else EntityInfo.from_panel(panel)
 
 
-def kstar_with_stratifiers(kstar_by_entity: pd.DataFrame, data_root: Path, domain: str) -> pd.DataFrame:
+def kstar_with_stratifiers(kstar_by_entity: pd.DataFrame, data_root: Path, domain: str, shared: bool) -> pd.DataFrame:
     """One method's k* per entity (rows of ``kstar_by_entity``) beside the stratifiers of the panel each seed trained
-    on: every entity of every seed, or, where the seeds share their entities (a real panel), the seed-mean k*."""
+    on: every entity of every seed (each seed of a synthetic panel draws new entities, under the same names), or,
+    where the seeds share their entities (``shared``, the audit's :attr:`AuditResult.shared_entities`: a real
+    panel), the seed-mean k* and stratifiers per entity."""
     frames = []
     for seed, rows in kstar_by_entity.groupby("seed"):
         info = load_entity_info(data_root, domain, seed)
@@ -185,9 +187,7 @@ def kstar_with_stratifiers(kstar_by_entity: pd.DataFrame, data_root: Path, domai
     if not frames:
         return pd.DataFrame()
     points = pd.concat(frames)
-    if points.index.duplicated().any() and all(f.index.equals(frames[0].index) for f in frames):
-        points = points.groupby(level=0).mean(numeric_only=True)
-    return points
+    return points.groupby(level=0).mean(numeric_only=True) if shared else points
 
 
 def over_seeds(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:

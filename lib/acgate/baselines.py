@@ -1,7 +1,8 @@
 """Non-neural baselines: persistence (y_hat_t = y_{t-1}) and Grouped ARDL.
 
-Grouped ARDL is an ARDL(K, K) fitted by OLS (numpy least squares) on the same K-lag block every model sees: a
-group intercept, a calendar-time trend, lags 1..K of the target and lags 1..K of every feature, all in the
+Grouped ARDL is an ARDL(K, K) fitted by OLS (numpy least squares) on the K-lag windows of the features every model
+sees and, unlike the neural models (whose inputs are lagged features only), lags 1..K of the target: a group
+intercept, a calendar-time trend, lags 1..K of the target and lags 1..K of every feature, all in the
 training-window standardised units. Entities are grouped by terciles of their first proxy (a training-window
 summary); a group with too few training rows per coefficient is predicted by the global fit. Its diagnostic lag
 profile is the normalised absolute feature coefficients per lag (lag 1 = most recent).

@@ -132,9 +132,9 @@ class _Kept:
 
 def prepare(frame: pd.DataFrame, params: Params, source: str) -> Prepared:
     """The panel of a long frame under the cleaning rules (docs/data.md): the time window and split checked; per
-    entity, dropped (with the reason) when its target is never observed, when too many years lack the target or a
-    feature, when a feature has gaps at the ends, or when a summary cannot be computed from the training window;
-    the panel built from the entities kept."""
+    entity, dropped (with the reason) when its target is never observed (with ``data.strict``, the default, that
+    stops the run instead), when too many years lack the target or a feature, when a feature has gaps at the ends,
+    or when a summary cannot be computed from the training window; the panel built from the entities kept."""
     data = params.data
     summaries = {"proxies": list(data.proxies), "static": list(data.static), "stratifiers": list(data.stratifiers),
                  "truth": [params.audit.true_lag] if params.audit.true_lag else []}

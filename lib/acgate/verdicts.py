@@ -18,7 +18,8 @@ certified*, *ruled out* or *not claimed*, each with the rule that produced it an
   * **L2 alignment**: only when L1 is supported, the k* ordering is reproducible across seeds (where seeds share
     entities), and some stratifier that the proxies do not carry jointly aligns with k* beyond chance (entity
     permutation) and beyond what lag-free k* (random functions of the proxies) would give, Holm over stratifiers.
-  * **L3 recovery**: as the paper's rule, but never supported without a collapsed ablation to beat.
+  * **L3 recovery**: the same rule as the paper's set (:func:`l3_verdict`), which is never supported without a
+    collapsed ablation to beat.
 """
 
 from __future__ import annotations
@@ -205,7 +206,8 @@ def _alignment(cfg: AuditConfig, l1_cell: dict, agreement: pd.DataFrame, l2_summ
             f"do not predict jointly (rank multiple correlation < {cfg.circular_threshold}) has, Holm-adjusted over "
             f"those stratifiers, p < {a} for both the entity-permutation test (seed-pooled where seeds share "
             "entities, else Fisher over independent seeds) and the test against lag-free k* (random functions of "
-            "the proxies); else not certified")
+            "the proxies); ruled out when every seed is L1-degenerate (nothing to stratify); not claimed without "
+            "stratifiers; else not certified")
     if not has_stratifiers:
         return cell("not claimed", rule, "no stratifiers")
     summary = l2_summary[l2_summary.method == cfg.reference] if not l2_summary.empty else l2_summary
