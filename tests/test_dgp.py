@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from acgate.dgp import lag_centre, lag_weights, load_or_simulate, simulate
+from acgate.layout import panel_dir
 
 
 def test_same_seed_same_panel_other_seed_other_panel(smoke_params):
@@ -69,9 +70,13 @@ def test_inputs_proxies_and_statics_follow_the_dgp(smoke_params):
 
 def test_saved_panel_is_reused_only_with_the_same_settings(smoke_params, tmp_path):
     first = load_or_simulate(smoke_params, 0, tmp_path)
+    # mark the saved panel, so that a panel read back differs from one drawn afresh (the draw is deterministic)
+    dataclasses.replace(first, Y=first.Y + 1).save(panel_dir(tmp_path, smoke_params.domain, 0))
     again = load_or_simulate(smoke_params, 0, tmp_path)
-    np.testing.assert_array_equal(first.Y, again.Y)
+    np.testing.assert_array_equal(again.Y, first.Y + 1)  # read back, not drawn again
     np.testing.assert_array_equal(first.truth["lag_weights"], again.truth["lag_weights"])
     assert list(again.stratifiers.columns) == ["latent_z", "noise"]
     bigger = dataclasses.replace(smoke_params, synthetic=dataclasses.replace(smoke_params.synthetic, n_entities=50))
     assert load_or_simulate(bigger, 0, tmp_path).n_entities == 50
+    # the folder now holds the bigger panel's settings, so the first settings draw their panel afresh
+    np.testing.assert_array_equal(load_or_simulate(smoke_params, 0, tmp_path).Y, first.Y)

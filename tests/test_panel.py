@@ -91,7 +91,10 @@ def test_ids_that_look_missing_or_numeric_survive_a_round_trip(panel, tmp_path):
 
 def test_digest_follows_the_data_and_not_the_proxy_order(panel):
     shuffled, _ = panel.with_shuffled_proxies(0, 1)
-    assert shuffled.digest() == panel.digest()
-    Y = panel.Y.copy()
-    Y[0, 0] += 1e-3
-    assert dataclasses.replace(panel, Y=Y).digest() != panel.digest()
+    assert not np.array_equal(shuffled.P, panel.P) and shuffled.digest() == panel.digest()
+    for name in ("X", "Y", "S", "P"):  # a small change to any array a run trains on gives another digest
+        values = getattr(panel, name).copy()
+        values.flat[0] += 1e-3
+        assert dataclasses.replace(panel, **{name: values}).digest() != panel.digest(), name
+    assert dataclasses.replace(panel, times=panel.times + 1).digest() != panel.digest()
+    assert dataclasses.replace(panel, entities=panel.entities[::-1].copy()).digest() != panel.digest()

@@ -72,7 +72,8 @@ def test_summaries_use_the_training_window_only():
 
 def test_bad_input_stops_early_with_file_column_and_entity():
     f = frame()
-    with pytest.raises(prep.PrepError, match=r"toy.csv: 1 duplicated|toy.csv: 2 duplicated.*entity 'e0' at time 2000"):
+    with pytest.raises(prep.PrepError, match=r"toy.csv: 2 duplicated \(entity, time\) rows, e.g. entity 'e0' at "
+                                             r"time 2000"):
         prep.prepare(pd.concat([f, f.iloc[:1]]), params(), "toy.csv")
     bad = f.astype({"x": object})
     bad.loc[5, "x"] = "n/a"

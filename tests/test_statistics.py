@@ -113,7 +113,9 @@ def test_lag_free_reference_is_uniform_for_random_functions_of_the_proxies():
         w = rng.normal(size=3)
         kstar = ((proxies - proxies.mean(0)) / proxies.std(0)) @ w
         ps.append(statistics.lag_free_p(kstar, stratifier, proxies, 200, rng)[1])
-    assert 0.0 <= np.mean(np.array(ps) < 0.05) <= 0.1
+    # 200 such p-values: about 5 % below 0.05 (binomial sd 1.5 %) and quartiles near 0.25, 0.5, 0.75 (sd about 0.03)
+    assert 0.01 <= np.mean(np.array(ps) < 0.05) <= 0.1
+    np.testing.assert_allclose(np.quantile(ps, [0.25, 0.5, 0.75]), [0.25, 0.5, 0.75], atol=0.1)
     # the direction that carries the stratifier beats almost every random direction
     median, p = statistics.lag_free_p(z, stratifier, proxies, 1000, rng)
     assert p < 0.05 and median < abs(stats.spearmanr(z, stratifier).statistic)

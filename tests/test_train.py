@@ -138,6 +138,14 @@ def test_a_finished_run_is_kept_only_for_the_same_params_and_panel(smoke_params,
                                lines.append)
     assert not any("kept" in line for line in lines[1:])
     assert metrics["panel_digest"] == dataclasses.replace(panel, Y=Y).digest() != panel.digest()
+    # the same data, other params: retrained when they shape the run, kept when they do not (the audit's settings)
+    faster = dataclasses.replace(smoke_params, train=dataclasses.replace(smoke_params.train, lr=2e-3))
+    audited = dataclasses.replace(smoke_params, audit=dataclasses.replace(smoke_params.audit, alpha=0.01))
+    for changed, kept in ((faster, False), (audited, True)):
+        runner.run_method(panel, smoke_params, "uniform_lag", 0, tmp_path, quiet)
+        lines.clear()
+        metrics = runner.run_method(panel, changed, "uniform_lag", 0, tmp_path, lines.append)
+        assert any("kept" in line for line in lines) == kept and metrics["params_hash"] == changed.digest()
 
 
 def test_a_progress_bar_replaces_the_periodic_lines_and_changes_nothing_else(smoke_params, panel, capsys):
@@ -160,18 +168,28 @@ def test_a_loss_that_is_not_finite_stops_training_with_a_message(smoke_params, p
         train.fit(panel, exploding, "acgate", 0, quiet)
 
 
-def test_interrupted_run_leaves_nothing_that_counts_as_finished(smoke_params, panel, tmp_path, monkeypatch):
+@pytest.mark.parametrize("crash_at", ["lag table", "manifest"])
+def test_interrupted_run_leaves_nothing_that_counts_as_finished(crash_at, smoke_params, panel, tmp_path, monkeypatch):
+    """A retrained run interrupted before it writes anything (the finished run before it no longer counts), or at
+    its last write before metrics.json (every other artifact written): metrics.json comes last."""
     runner.run_method(panel, smoke_params, "acgate", 0, tmp_path, quiet)
 
     def crash(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(runner, "lag_table", crash)
+    if crash_at == "lag table":
+        monkeypatch.setattr(runner, "lag_table", crash)
+    else:
+        write_json = runner.write_json
+        monkeypatch.setattr(runner, "write_json", lambda path, data: crash() if path.name == "manifest.json"
+                            else write_json(path, data))
     with pytest.raises(KeyboardInterrupt):
         runner.run_method(panel, smoke_params, "acgate", 0, tmp_path, quiet, retrain=True)
     out = method_dir(tmp_path, smoke_params.domain, 0, "acgate")
     assert not is_finished(out)
     assert not list(out.glob("*.tmp"))
+    if crash_at == "manifest":
+        assert (out / "history.csv").is_file() and not (out / "metrics.json").exists()
 
 
 def test_a_retrained_run_removes_the_temporary_file_of_a_killed_write(smoke_params, panel, tmp_path):

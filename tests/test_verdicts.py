@@ -39,6 +39,9 @@ def test_lag_free_kstar_is_never_supported_though_the_paper_rule_supports_it(sma
     predict (Spearman about 0.9), and no forecast of its own."""
     records = [calibration.run_replicate("lag_free", r, small, tmp_path) for r in range(3)]
     assert all(r["calibrated_L1"] != "supported" and r["calibrated_L2"] != "supported" for r in records), records
+    # the calibrated L2 is blocked by L1 here; its own test, without that gate, must not certify lag-free k* either:
+    # the lag-free reference is what rejects it (with that reference's p set to 0, two of these three say supported)
+    assert all(r["L2_test_alone"] != "supported" for r in records), records
     assert sum(r["paper_L2"] == "supported" for r in records) >= 2  # the old rule certifies it
     result = audit.read_audit(tmp_path / "runs" / "lag_free_r000" / "audit")
     assert "L1 not supported" in result.verdicts["L2"]["evidence"]
