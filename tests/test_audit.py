@@ -195,19 +195,18 @@ def test_kstar_beside_the_stratifiers_pools_new_draws_and_averages_a_shared_pane
     same names, so its points stand apart; the seeds of a real panel share their entities, whose k* is averaged."""
     make_domain(tmp_path, "draws", range(3), ["acgate"], recovering)
     make_domain(tmp_path, "real", range(3), ["acgate"], recovering, shared_entities=True)
-    points = {}
+    points, kstar = {}, {}
     for domain in ("draws", "real"):
         result = audit.audit_domain(params(domain), tmp_path / "runs", tmp_path / "data", 3, ["acgate"])
-        points[domain] = audit.kstar_with_stratifiers(result.kstar_by_entity, tmp_path / "data", domain,
-                                                      result.shared_entities)
-        kstar = result.kstar_by_entity
+        kstar[domain] = result.kstar_by_entity
+        points[domain] = audit.kstar_with_stratifiers(kstar[domain], tmp_path / "data", domain, result.shared_entities)
     assert len(points["draws"]) == 3 * N
     for seed in range(3):  # every entity of every seed beside its own panel's stratifiers
         mine = points["draws"][points["draws"].seed == seed]
         strat = Panel.load(tmp_path / "data" / "processed" / "draws" / f"seed{seed:02d}").stratifiers
         assert np.array_equal(mine.latent_z, strat.latent_z.loc[mine.index])
     assert len(points["real"]) == N
-    assert np.allclose(points["real"].kstar, kstar.groupby("entity").kstar.mean().loc[points["real"].index])
+    assert np.allclose(points["real"].kstar, kstar["real"].groupby("entity").kstar.mean().loc[points["real"].index])
 
 
 def test_only_current_complete_runs_asked_for_are_audited_and_the_rest_is_named(tmp_path, params):
