@@ -106,6 +106,9 @@ def test_extends_cycles_and_lists_give_one_clear_line(tmp_path):
     (tmp_path / "b.yaml").write_text("extends: a.yaml\n")
     with pytest.raises(ParamsError, match=r"extends forms a cycle \(.*a.yaml -> .*b.yaml -> .*a.yaml\)"):
         load_params(tmp_path / "a.yaml")
+    (tmp_path / "typo.yaml").write_text("extends: bse.yaml\n")  # the file that points to a missing base is named
+    with pytest.raises(ParamsError, match=r"typo.yaml: extends = 'bse.yaml', but .*bse.yaml does not exist"):
+        load_params(tmp_path / "typo.yaml")
     (tmp_path / "list.yaml").write_text("extends: [a.yaml, b.yaml]\n")
     with pytest.raises(ParamsError, match=r"list.yaml: extends = \['a.yaml', 'b.yaml'\] must be one file name"):
         load_params(tmp_path / "list.yaml")

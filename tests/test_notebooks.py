@@ -2,6 +2,7 @@
 reproduces the cells marked NBVAL_CHECK_OUTPUT exactly (nbval, lax mode). The workflow that runs them in a
 grid is tested in test_workflow.py."""
 
+import argparse
 import json
 import os
 import re
@@ -434,3 +435,10 @@ def test_the_notebooks_import_nothing_of_the_runner(tmp_path):
                             capture_output=True, text=True)
     assert runner.returncode == 0, runner.stderr[-2000:]
     assert runner.stdout.split("\n")[-2] == "True None", runner.stdout  # jsonschema imported, without the grammar
+
+
+def test_a_parameter_that_is_not_valid_yaml_names_its_key_and_the_list_syntax():
+    assert notebook._parameter("methods=[acgate, tft]") == ("methods", ["acgate", "tft"])
+    with pytest.raises(argparse.ArgumentTypeError, match=r"parameter methods: '\[acgate, tft' is not valid YAML .*"
+                                                         r"written like 'methods=\[acgate, tft\]'"):
+        notebook._parameter("methods=[acgate, tft")

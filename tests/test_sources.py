@@ -77,11 +77,13 @@ def test_entity_ids_are_read_exactly_as_written(tmp_path):
     (b"region,year,time,v\nA,2000,1,1\n", r"a column named 'time' besides the time column 'year'; rename it"),
     (b"region,year,entity,v\nA,2000,x,1\n", r"a column named 'entity' besides the entity column 'region'"),
     (b"region,year,v\n,2000,1\n", r"column 'region' is empty on line 2"),
+    (b"region,t,v\nA,2000,1\n", r"\(data.entity_column = 'region', data.time_column = 'year': set them in the params "
+                              r"file to the file's own column names\): missing column\(s\) year; found region, t, v"),
 ])
 def test_malformed_csv_names_the_file_and_the_fix(tmp_path, content, message):
     csv = tmp_path / "mine.csv"
     csv.write_bytes(content)
-    with pytest.raises(sources.SourceError, match=rf"mine.csv: {message}"):
+    with pytest.raises(sources.SourceError, match=rf"mine.csv:? {message}"):
         sources.load_csv(csv, "region", "year")
 
 
@@ -164,3 +166,6 @@ def test_domains_without_their_input_files_are_skipped_with_the_reason(tmp_path,
     (tmp_path / "pwt110.csv").write_text("countrycode,year\n")  # an accepted form of the PWT file
     assert missing_inputs(economics, ROOT) == ""
     assert [p.name for p in sources.locate_inputs(economics, ROOT)[0]] == ["pwt110.csv"]
+    own = load_params(ROOT / "params" / "example_panel.yaml")  # a user's CSV: the key that names it, not make data
+    monkeypatch.setattr(sources, "locate_inputs", lambda params, root: ([], [root / params.data.csv_file]))
+    assert missing_inputs(own, ROOT).endswith("not found (data.csv_file, relative to the project root)")

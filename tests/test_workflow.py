@@ -215,10 +215,15 @@ def test_a_deleted_finished_marker_retrains_that_run_only(grid):
     assert verdicts["excluded_runs"] == []
 
 
-def test_bad_seeds_and_methods_stop_with_the_value_named(tmp_path):
+def test_bad_seeds_domains_and_methods_stop_with_the_value_named(tmp_path):
     for value, message in (("seeds=abc", "seeds = 'abc': must be a positive whole number"),
                            ("seeds=-1", "seeds = -1: must be a positive whole number"),
                            ("methods=[acgat]", "methods = ['acgat']: must be a list of method names from acgate"),
+                           ("methods=[acgat]", "unknown: acgat"),
+                           ("domains=synthetic_linear", "domains = 'synthetic_linear': must be a non-empty list"),
+                           ("domains=[]", "domains = []: must be a non-empty list"),
+                           ("domains=[synthetic_lineer]", "no params file"),
+                           ("domains=[synthetic_lineer]", "the params files here: "),
                            ("methods=[grouped_ardl]", "domain 'synthetic_linear': method(s) grouped_ardl not in its "
                                                       "params file"),
                            ("seeds_per_job=0", "seeds_per_job = 0: must be a positive whole number")):

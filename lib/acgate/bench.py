@@ -45,7 +45,7 @@ from pathlib import Path
 import nbformat
 import torch
 
-from acgate.config import Params, load_params
+from acgate.config import METHODS, Params, load_params
 from acgate.layout import panel_dir, project_root
 from acgate.notebook import SINGLE_THREAD
 from acgate.runs import git_sha, machine, package_versions, write_json
@@ -282,7 +282,8 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m acgate.bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--domains", nargs="+", default=["synthetic_linear", "economics"],
                         help="params/<domain>.yaml to time (a real domain without its processed panel is skipped)")
-    parser.add_argument("--methods", nargs="+", default=None, help="methods (default: each domain's list)")
+    parser.add_argument("--methods", nargs="+", default=None, choices=METHODS,
+                        help="methods (default: each domain's list; a method a domain does not run is left out there)")
     parser.add_argument("--repeats", type=int, default=3, help="runs per (domain, method); the median is reported")
     parser.add_argument("--seed", type=int, default=0, help="training seed of every timed run")
     parser.add_argument("--profile", default="", help="overlay for every domain, e.g. params/smoke.yaml (a quick try)")

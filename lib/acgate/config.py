@@ -396,6 +396,8 @@ def _extends(path: Path, data: dict, seen: list[Path]) -> Path | None:
     if not isinstance(base, str) or not base:
         raise ParamsError(f"{path}: extends = {base!r} must be one file name (the params file this one builds on)")
     target = (path.parent / base).resolve()
+    if not target.is_file():
+        raise ParamsError(f"{path}: extends = {base!r}, but {target} does not exist (a path relative to {path.name})")
     if target in seen:
         chain = " -> ".join(str(p) for p in [*seen, target])
         raise ParamsError(f"{path}: extends forms a cycle ({chain}); a params file may not extend itself")

@@ -497,5 +497,5 @@ def build(cfg: ModelConfig, method: str, n_entities: int, n_features: int, n_pro
         return TFT(cfg, n_entities, n_features, n_proxies, n_static)
     if method == "ganet":
         return GANet(cfg, n_entities, n_features, n_static)
-    raise ValueError(f"unknown neural method '{method}'; choose one of "
-                     f"{', '.join(GATE_METHODS + NEURAL_BASELINES)}")
+    raise ValueError(f"unknown neural method '{method}' (a method name in the params file's or the notebook's "
+                     f"methods list); choose one of {', '.join(GATE_METHODS + NEURAL_BASELINES)}, or grouped_ardl")

@@ -389,7 +389,12 @@ def _parameter(text: str) -> tuple[str, object]:
     key, sep, value = text.partition("=")
     if not sep or not key:
         raise argparse.ArgumentTypeError(f"expected key=value, got {text!r}")
-    return key, yaml.safe_load(value) if value else ""
+    try:
+        return key, yaml.safe_load(value) if value else ""
+    except yaml.YAMLError as err:
+        problem = getattr(err, "problem", err)
+        raise argparse.ArgumentTypeError(f"parameter {key}: {value!r} is not valid YAML ({problem}); a list is "
+                                         "written like 'methods=[acgate, tft]'") from None
 
 
 def _without_iri_grammar() -> None:

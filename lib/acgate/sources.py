@@ -174,7 +174,8 @@ def load_csv(path: Path, entity_column: str, time_column: str) -> pd.DataFrame:
     to the panel's own 'entity' and 'time'."""
     path = Path(path)
     if not path.is_file():
-        raise SourceError(f"panel CSV not found: {path}")
+        raise SourceError(f"panel CSV not found: {path} (the params file's data.csv_file, relative to the project "
+                          "root)")
     try:
         frame = read_csv_ids(path, [entity_column])
     except pd.errors.EmptyDataError:
@@ -188,7 +189,9 @@ def load_csv(path: Path, entity_column: str, time_column: str) -> pd.DataFrame:
         if separator:
             raise SourceError(f"{path}: one column {frame.columns[0]!r}: the file seems separated by {separator}; "
                               "save it comma-separated")
-    require_columns(frame, [entity_column, time_column], str(path))
+    require_columns(frame, [entity_column, time_column],
+                    f"{path} (data.entity_column = {entity_column!r}, data.time_column = {time_column!r}: set them "
+                    "in the params file to the file's own column names)")
     if frame.empty:
         raise SourceError(f"{path}: a header but no rows; it needs one row per entity and time")
     for internal, own in (("entity", entity_column), ("time", time_column)):
@@ -239,7 +242,8 @@ def missing_inputs(params, root: Path) -> str:
     absent = locate_inputs(params, root)[1]
     if not absent:
         return ""
-    hint = "" if params.data.loader == "csv" else " (run `make data`, or set ACGATE_RAW_DIR)"
+    hint = (" (data.csv_file, relative to the project root)" if params.data.loader == "csv"
+            else " (run `make data`, or set ACGATE_RAW_DIR)")
     return f"{', '.join(map(str, absent))} not found{hint}"
 
 
