@@ -192,6 +192,17 @@ def test_interrupted_run_leaves_nothing_that_counts_as_finished(crash_at, smoke_
         assert (out / "history.csv").is_file() and not (out / "metrics.json").exists()
 
 
+@pytest.mark.parametrize("damage", [b'{"params_hash": "', b"\xff\xfe\x00garbage"], ids=["truncated", "not UTF-8"])
+def test_a_damaged_metrics_json_is_retrained_not_taken_or_fatal(damage, smoke_params, panel, tmp_path):
+    runner.run_method(panel, smoke_params, "uniform_lag", 0, tmp_path, quiet)
+    out = method_dir(tmp_path, smoke_params.domain, 0, "uniform_lag")
+    (out / "metrics.json").write_bytes(damage)
+    lines = []
+    metrics = runner.run_method(panel, smoke_params, "uniform_lag", 0, tmp_path, lines.append)
+    assert not any("kept" in line for line in lines) and is_finished(out)
+    assert json.loads((out / "metrics.json").read_text())["run_id"] == metrics["run_id"]
+
+
 def test_a_retrained_run_removes_the_temporary_file_of_a_killed_write(smoke_params, panel, tmp_path):
     out = method_dir(tmp_path, smoke_params.domain, 0, "uniform_lag")
     out.mkdir(parents=True)

@@ -72,7 +72,7 @@ def current_metrics(directory: Path, params_hash: str, panel_digest: str) -> dic
         return None
     try:
         metrics = json.loads((directory / "metrics.json").read_text())
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, UnicodeDecodeError):  # a damaged file: the run is not finished, so it is retrained
         return None
     current = metrics.get("params_hash") == params_hash and metrics.get("panel_digest") == panel_digest
     return metrics if current and mixed_training(directory, metrics) is None else None
