@@ -7,6 +7,9 @@
 #                         executed notebook (runs/html/index.html); it names the domains it skipped and why
 #   make quick            the same grid with 3 seeds into runs/quick/ (its panels, tables and figures too), and a small
 #                         audit calibration (2 replicates a trained scenario, 5 of the lag-free control)
+#   make scenarios        the paper grid and the three synthetic scenarios a linear-in-proxies moderated distributed lag
+#                         cannot represent (interaction, non-monotone lags, a threshold driver), 20 seeds each, with the
+#                         tables and figures of all of them (about 8 minutes more than make paper on 2 cores)
 #   make calibrate        only the audit calibration (06_audit_calibration: tables/audit_calibration.*, its figure)
 #   make dry-run          list the jobs `make paper` would run, and why, without running them
 #   make unlock           release the workflow's lock after a hard kill or power loss, then rerun `make paper`
@@ -44,7 +47,7 @@ SNAKEMAKE = $(VENV)/bin/snakemake --snakefile workflow/Snakefile --cores $(JOBS)
 	--max-jobs-per-timespan 500/20s $(if $(SNAKEMAKE_PROFILE),--profile $(SNAKEMAKE_PROFILE))
 QUICK := seeds=3 runs_dir=runs/quick calibration_replicates=2 calibration_lag_free_replicates=5
 
-.PHONY: setup paper quick calibrate dry-run unlock bench data example test lint lab notebooks clean-runs
+.PHONY: setup paper scenarios quick calibrate dry-run unlock bench data example test lint lab notebooks clean-runs
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -57,6 +60,9 @@ setup: $(VENV)/.installed
 
 paper: setup
 	$(SNAKEMAKE) $(if $(CONFIG),--config $(CONFIG))
+
+scenarios: setup
+	$(SNAKEMAKE) --config with_scenarios=true $(CONFIG)
 
 quick: setup
 	$(SNAKEMAKE) --config $(QUICK) $(CONFIG)

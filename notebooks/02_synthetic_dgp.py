@@ -20,7 +20,7 @@
 #   and `dgp_settings.json`; `03_train` reads the panel from there.
 
 # %% tags=["parameters"]
-domain: str = "synthetic_linear"  # synthetic_linear or synthetic_nonlinear: reads params/<domain>.yaml
+domain: str = "synthetic_linear"  # a synthetic domain, e.g. synthetic_linear: reads params/<domain>.yaml
 seed: int = 0  # seed of the numpy generator that draws the panel
 params_file: str = ""  # params file; empty means params/<domain>.yaml
 profile_file: str = ""  # optional overlay profile, e.g. params/smoke.yaml for a tiny fast run
@@ -54,13 +54,20 @@ print("first target", np.round(panel.Y[:3, params.model.max_lag], 4))
 # %% [markdown]
 # ## True lag centre against the moderator z
 # The rounded lag centre (what the paper scores recovery against) and the DGP's own mean lag
-# sum_k k w_k. They part near the ends of 1..K, where the Gaussian bump is cut off.
+# sum_k k w_k. They part near the ends of 1..K, where the Gaussian bump is cut off. Under scenario
+# interaction the lag centre is not a function of z alone but of z and a second latent z2: the points are
+# coloured by z2 there, and the mean-lag curve in z is left out.
 
 # %%
 order = np.argsort(truth["z"])
 fig, ax = plt.subplots(figsize=(6, 3.5))
-ax.scatter(truth["z"], truth["kstar_true"], s=12, label="lag centre $k_c$", alpha=0.7)
-ax.plot(truth["z"][order], truth["dgp_mean_lag"][order], color="C3", label=r"DGP mean lag $\sum_k k\,w_k$")
+if "z2" in truth:  # interaction: k_c follows z and z2 together, so a curve in z alone would only zigzag
+    points = ax.scatter(truth["z"], truth["kstar_true"], c=truth["z2"], cmap="coolwarm", s=12,
+                        label="lag centre $k_c$")
+    fig.colorbar(points, ax=ax, label="second latent moderator z2")
+else:
+    ax.scatter(truth["z"], truth["kstar_true"], s=12, label="lag centre $k_c$", alpha=0.7)
+    ax.plot(truth["z"][order], truth["dgp_mean_lag"][order], color="C3", label=r"DGP mean lag $\sum_k k\,w_k$")
 ax.set(xlabel="latent moderator z", ylabel="lag", title=f"{params.domain}: true lag against z")
 ax.legend()
 plt.show()
@@ -84,7 +91,8 @@ plt.show()
 # K-step warm-up; the dashed lines mark the validation and test windows.
 
 # %%
-picks = order[[len(order) - 1, len(order) // 2, 0]]
+by_lag = np.argsort(truth["kstar_true"], kind="stable")  # not by z: under some scenarios k_c is not monotone in z
+picks = by_lag[[0, len(by_lag) // 2, len(by_lag) - 1]]
 fig, axes = plt.subplots(len(picks), 1, figsize=(7, 6), sharex=True)
 for ax, i in zip(axes, picks, strict=True):
     ax.plot(panel.times, panel.X[i, :, 0], label="x", color="C0")

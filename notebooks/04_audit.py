@@ -18,16 +18,18 @@
 # - **L2**: is k* aligned with pre-specified stratifiers beyond chance? (entity-label permutation tests);
 # - **L3**: does k* recover the true lags? (synthetic panels only).
 #
-# It then runs the paired Wilcoxon tests against AC-GATE and gives the verdict for each layer twice, with the rule
-# behind it: under the paper's rules, and under the calibrated rules whose error rates on negative and positive
-# controls are measured by `06_audit_calibration` (docs/audit.md says how they differ). Runs that are
+# It then runs the paired Wilcoxon tests against each reference and gives the verdict for each layer twice, with the
+# rule behind it: under the paper's rules, and under the calibrated rules whose error rates on negative and positive
+# controls are measured by `06_audit_calibration` (docs/audit.md says how they differ). The references are AC-GATE
+# and, where it ran, the classical yardstick, the moderated distributed lag, each judged against its own shared-lag
+# and shuffled-proxy twins; the two are then compared head to head. Runs that are
 # stale or incomplete are named and left out, and the audit of what is current and complete still runs.
 #
 # - **Inputs**: `runs/<domain>/seed<NN>/<method>/` (from `03_train`); stratifiers and proxies from the panels
 #   in `data/processed/<domain>/`.
 # - **Outputs**: `runs/<domain>/audit/`: `l0.csv`, `l1.csv`, `l2.csv`, `l2_summary.csv`, `l3.csv`,
-#   `wilcoxon.csv`, `heldout.csv`, `seed_agreement.csv`, `kstar_by_entity.csv`, `verdicts.json` (columns in
-#   docs/audit.md).
+#   `wilcoxon.csv`, `heldout.csv`, `seed_agreement.csv`, `kstar_by_entity.csv`, `neural_vs_classical.csv`,
+#   `verdicts.json` (columns in docs/audit.md).
 
 # %% tags=["parameters"]
 domain: str = "synthetic_linear"  # reads params/<domain>.yaml (its audit section) and runs/<domain>/
@@ -74,28 +76,43 @@ else:
 
 # %% [markdown]
 # ## Verdicts
-# One line per layer for the reference method (AC-GATE): the calibrated verdict, and the paper rule's beside it.
-# The verdicts depend only on the runs, so re-executing this notebook must print the same (nbval checks this cell).
-# Warnings say where the number of seeds cannot reach alpha, or where a test measures less than it seems to.
+# One line per layer for each reference (AC-GATE, and the moderated distributed lag where it ran): the calibrated
+# verdict, and the paper rule's beside it; then AC-GATE against the classical model. The verdicts depend only on the
+# runs, so re-executing this notebook must print the same (nbval checks this cell). Warnings say where the number of
+# seeds cannot reach alpha, or where a test measures less than it seems to.
 
 # %%
 # NBVAL_CHECK_OUTPUT
-for layer, cell in result.verdicts.items():
-    print(f"{layer}: {cell['verdict']:13s} (paper rule: {result.verdicts_paper[layer]['verdict']})")
+for reference, found in result.verdicts_by_reference.items():
+    for layer, cell in found["calibrated"].items():
+        print(f"{reference:12s} {layer}: {cell['verdict']:13s} (paper rule: {found['paper'][layer]['verdict']})")
+for aspect, outcome in result.neural_vs_classical_verdict.items():
+    if aspect not in ("evidence", "rule"):
+        print(f"AC-GATE against the classical model, {aspect}: {outcome}")
 for warning in result.warnings():
     print("WARNING:", warning)
 
 # %%
 pd.set_option("display.max_colwidth", None)
-pd.concat({"calibrated": pd.DataFrame(result.verdicts).T, "paper": pd.DataFrame(result.verdicts_paper).T},
-          names=["rule", "layer"])[["verdict", "evidence", "rule"]]
+pd.concat({(reference, rule): pd.DataFrame(found[rule]).T for reference, found in result.verdicts_by_reference.items()
+           for rule in ("calibrated", "paper")}, names=["reference", "rule", "layer"])[["verdict", "evidence", "rule"]]
+
+# %% [markdown]
+# ## AC-GATE against the classical yardstick
+# The held-out test loss of AC-GATE against the moderated distributed lag's on the same rows (over seeds and over
+# entities, as the calibrated L0 compares), and on synthetic panels the recovery of the true lags per seed.
+# `advantage` is AC-GATE's (positive: AC-GATE better); `outcome` says whether either is better at alpha.
+
+# %%
+result.neural_vs_classical.round(4) if not result.neural_vs_classical.empty else "the classical model did not run"
 
 # %% [markdown]
 # ## Held-out evidence: does the proxy-conditioned gate matter?
-# AC-GATE's test loss against every comparator's on the same test rows: `mean_loss_diff` is comparator minus
-# AC-GATE (positive: AC-GATE is better), with one-sided p-values over seeds (paired Wilcoxon) and over entities
-# (block bootstrap), and Holm-adjusted p over the comparators. The calibrated L1 needs AC-GATE to beat the shared
-# gate (No-AC-Encoder) and the gate trained on shuffled proxies. Below it, the seed-to-seed Spearman of each
+# Each reference's test loss against every comparator's on the same test rows: `mean_loss_diff` is comparator minus
+# reference (positive: the reference is better), with one-sided p-values over seeds (paired Wilcoxon) and over
+# entities (block bootstrap), and Holm-adjusted p over the comparators. The calibrated L1 needs AC-GATE to beat the
+# shared gate (No-AC-Encoder) and the gate trained on shuffled proxies, and the moderated distributed lag to beat
+# its shared-lag (shared_dl) and shuffled-proxy (shuffled_dl) twins. Below it, the seed-to-seed Spearman of each
 # method's k* where seeds share entities: a k* ordering that changes with the seed supports no statement about
 # which entities have longer lags.
 

@@ -58,7 +58,8 @@ skipped = [name for name in report.TABLES if name not in tables]
 print("not supported by these runs:", ", ".join(skipped) or "none")
 
 # %%
-for name in ("synthetic_summary", "verdict_matrix", "proxy_shuffle", "controlled_comparison"):
+for name in ("synthetic_summary", "verdict_matrix", "neural_vs_classical", "proxy_shuffle",
+             "controlled_comparison"):
     if name in tables:
         display(Markdown(f"**{name}**: {report.caption(name)}"), render.display(tables[name]))
 

@@ -281,9 +281,9 @@ def test_proxy_shuffle_comparison_and_verdict_matrix(tmp_path, params):
                                  - table.loc[("proxy shuffle", "latent_z"), "mean_abs_rho"])
     assert drop > 0.6
     matrix = audit.verdict_matrix([a, b])
-    assert matrix.loc["d", ("paper", "L2")] == "supported"
-    assert matrix.loc["d_proxy_shuffle", ("paper", "L2")] == "not certified"
-    assert matrix.loc["d", ("calibrated", "L2")] == "not certified"  # no comparators for the calibrated L1
+    assert matrix.loc[("d", "acgate"), ("paper", "L2")] == "supported"
+    assert matrix.loc[("d_proxy_shuffle", "acgate"), ("paper", "L2")] == "not certified"
+    assert matrix.loc[("d", "acgate"), ("calibrated", "L2")] == "not certified"  # no comparators for the calibrated L1
 
 
 def test_persistence_hand_worked():

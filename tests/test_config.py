@@ -4,7 +4,16 @@ from pathlib import Path
 import pytest
 import yaml
 
-from acgate.config import GATE_METHODS, NEURAL_BASELINES, SECTIONS, Params, ParamsError, load_params, reference_markdown
+from acgate.config import (
+    CLASSICAL_METHODS,
+    GATE_METHODS,
+    NEURAL_BASELINES,
+    SECTIONS,
+    Params,
+    ParamsError,
+    load_params,
+    reference_markdown,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -27,7 +36,7 @@ def test_locked_paper_values(domain, scenario):
     assert (m.max_lag, m.hidden, m.lstm_layers, m.dropout) == (10, 64, 2, 0.05)
     assert (m.position_penalty, m.temperature, m.recon_weight, m.recon_detach) == (0.1, 1.0, 0.1, False)
     assert (t.lr, t.patience, t.max_epochs, t.grad_clip, t.device) == (1e-3, 20, 200, 1.0, "auto")
-    assert p.n_seeds == 20 and p.methods == GATE_METHODS + NEURAL_BASELINES
+    assert p.n_seeds == 20 and p.methods == GATE_METHODS + NEURAL_BASELINES + CLASSICAL_METHODS
     s = p.synthetic
     assert (s.n_entities, s.n_steps, s.lag_horizon, s.noise_sd, s.lag_width) == (200, 30, 10, 0.15, 1.25)
 

@@ -17,8 +17,10 @@ Layers, per seed and method:
   alignment against lag-free k* (random functions of the proxies); the seed-to-seed agreement of k*;
 - L3 (synthetic): MAE and Spearman of k* against the lag centre and against the DGP mean lag.
 
-Across methods: paired Wilcoxon tests of seed-level metrics against the reference method (AC-GATE) on the
-seeds both have, and the verdicts of the paper's rules and of the calibrated rules (``acgate.verdicts``).
+Across methods: paired Wilcoxon tests of seed-level metrics against each reference (AC-GATE, and the classical
+moderated distributed lag where it ran) on the seeds both have, and the verdicts of the paper's rules and of the
+calibrated rules (``acgate.verdicts``) for each reference; AC-GATE against the moderated distributed lag head to head
+(``neural_vs_classical``).
 """
 
 from __future__ import annotations
@@ -238,7 +240,7 @@ def heldout_comparisons(scored: pd.DataFrame, cfg: AuditConfig) -> pd.DataFrame:
             rng = np.random.default_rng([cfg.permutation_seed, zlib.crc32(comparator.encode())])
             entity_better, entity_worse = statistics.entity_bootstrap(entity_diff.to_numpy(), cfg.bootstrap, rng)
             seed_better, seed_worse = statistics.wilcoxon_greater(seed_diff), statistics.wilcoxon_greater(-seed_diff)
-            rows.append({"comparator": comparator, "seeds": len(seed_diff),
+            rows.append({"reference": cfg.reference, "comparator": comparator, "seeds": len(seed_diff),
                          "nonzero_pairs": int(np.sum(seed_diff != 0)), "entities": len(entity_diff),
                          "mean_loss_diff": seed_diff.mean(), "hodges_lehmann": statistics.hodges_lehmann(seed_diff),
                          "p_seed_better": seed_better, "p_seed_worse": seed_worse,
@@ -251,7 +253,7 @@ def heldout_comparisons(scored: pd.DataFrame, cfg: AuditConfig) -> pd.DataFrame:
     return table
 
 
-HELDOUT_COLUMNS = ["comparator", "seeds", "nonzero_pairs", "entities", "mean_loss_diff", "hodges_lehmann",
+HELDOUT_COLUMNS = ["reference", "comparator", "seeds", "nonzero_pairs", "entities", "mean_loss_diff", "hodges_lehmann",
                    "p_seed_better", "p_seed_worse", "p_entity_better", "p_entity_worse", "p_better", "p_worse",
                    "holm_better", "holm_worse"]
 
@@ -285,8 +287,11 @@ class AuditResult:
     heldout: pd.DataFrame
     seed_agreement: pd.DataFrame
     kstar_by_entity: pd.DataFrame
-    verdicts: dict
-    verdicts_paper: dict
+    neural_vs_classical: pd.DataFrame  # AC-GATE against the moderated distributed lag (empty unless both ran)
+    verdicts: dict  # the calibrated verdicts of config.reference
+    verdicts_paper: dict  # the paper rules' verdicts of config.reference
+    verdicts_by_reference: dict = field(default_factory=dict)  # reference -> {"calibrated": ..., "paper": ...}
+    neural_vs_classical_verdict: dict = field(default_factory=dict)  # see comparison_verdict
     excluded: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=EXCLUDED_COLUMNS))
     kind: str = "synthetic"  # Params.kind: "synthetic", "data" or "proxy_shuffle" (from the params, not the name)
     shared_entities: bool = False
@@ -298,8 +303,10 @@ class AuditResult:
             frame = getattr(self, name)
             atomic_write(Path(directory) / f"{name}.csv", lambda f, frame=frame: frame.to_csv(f, index=False))
         write_json(Path(directory) / "verdicts.json",
-                   {"domain": self.domain, "kind": self.kind, "verdicts": self.verdicts,
-                    "verdicts_paper": self.verdicts_paper, "shared_entities": self.shared_entities,
+                   {"domain": self.domain, "kind": self.kind, "reference": self.config.reference,
+                    "verdicts": self.verdicts, "verdicts_paper": self.verdicts_paper,
+                    "verdicts_by_reference": self.verdicts_by_reference,
+                    "neural_vs_classical": self.neural_vs_classical_verdict, "shared_entities": self.shared_entities,
                     "problems": self.problems, "excluded_runs": self.excluded.to_dict("records"),
                     "audit": dataclasses.asdict(self.config)})
 
@@ -308,7 +315,8 @@ class AuditResult:
         return list(dict.fromkeys(w for c in self.verdicts.values() for w in c.get("warnings", [])))
 
 
-AUDIT_TABLES = ("l0", "l1", "l2", "l2_summary", "l3", "wilcoxon", "heldout", "seed_agreement", "kstar_by_entity")
+AUDIT_TABLES = ("l0", "l1", "l2", "l2_summary", "l3", "wilcoxon", "heldout", "seed_agreement", "kstar_by_entity",
+                "neural_vs_classical")
 
 
 def read_audit(directory: Path) -> AuditResult:
@@ -325,6 +333,8 @@ def read_audit(directory: Path) -> AuditResult:
     audit = {k: tuple(v) if isinstance(v, list) else v for k, v in meta["audit"].items()}
     return AuditResult(meta["domain"], AuditConfig(**audit), *(table(n) for n in AUDIT_TABLES),
                        verdicts=meta["verdicts"], verdicts_paper=meta["verdicts_paper"],
+                       verdicts_by_reference=meta["verdicts_by_reference"],
+                       neural_vs_classical_verdict=meta["neural_vs_classical"],
                        excluded=pd.DataFrame(meta["excluded_runs"], columns=EXCLUDED_COLUMNS), kind=meta["kind"],
                        shared_entities=meta["shared_entities"], problems=meta["problems"])
 
@@ -483,17 +493,86 @@ def audit_domain(params: Params, runs_root: Path, data_root: Path, seeds: int = 
     l2 = _l2_rows(runs, l1, info, cfg)
     l2_summary = _l2_summary(runs, l2, info, proxy_names, cfg, shared) if not l2.empty else pd.DataFrame()
     l3 = _l3(runs)
-    wilcoxon, heldout = _wilcoxon(l0, l3, cfg.reference), heldout_comparisons(scored, cfg)
+    audited = {r.method for r in runs}
+    references = [r for r in dict.fromkeys((cfg.reference, *verdicts.REFERENCES)) if r == cfg.reference or r in audited]
+    configs = {r: dataclasses.replace(cfg, reference=r) for r in references}
+    wilcoxon = pd.concat([_wilcoxon(l0, l3, r) for r in references], ignore_index=True)
+    heldout = pd.concat([heldout_comparisons(scored, configs[r]) for r in references], ignore_index=True)
     agreement = seed_agreement_table(runs, shared)
+    by_reference = {r: {"calibrated": _with_exclusions(verdicts.calibrated_verdicts(
+                            c, l1, heldout, agreement, l2_summary, l3, wilcoxon, not l2.empty, shared), excluded),
+                        "paper": verdicts.paper_verdicts(c, l1, l2_summary, l3, wilcoxon, not l2.empty)}
+                    for r, c in configs.items()}
     columns = ["entity", "seed", "method", "kstar", "kstar_kind", "kstar_true"]
     kstar_by_entity = pd.concat([r.lags.reindex(columns=columns).assign(seed=r.seed, method=r.method)
                                  for r in runs], ignore_index=True)[columns]
+    comparison = neural_vs_classical(heldout, l3, cfg)
     return AuditResult(
-        params.domain, cfg, l0, l1, l2, l2_summary, l3, wilcoxon, heldout, agreement, kstar_by_entity,
-        verdicts=_with_exclusions(verdicts.calibrated_verdicts(cfg, l1, heldout, agreement, l2_summary, l3,
-                                                               wilcoxon, not l2.empty, shared), excluded),
-        verdicts_paper=verdicts.paper_verdicts(cfg, l1, l2_summary, l3, wilcoxon, not l2.empty),
+        params.domain, cfg, l0, l1, l2, l2_summary, l3, wilcoxon, heldout, agreement, kstar_by_entity, comparison,
+        verdicts=by_reference[cfg.reference]["calibrated"], verdicts_paper=by_reference[cfg.reference]["paper"],
+        verdicts_by_reference=by_reference, neural_vs_classical_verdict=comparison_verdict(comparison, cfg),
         excluded=excluded, kind=params.kind, shared_entities=shared, problems=_problems(runs, excluded))
+
+
+NEURAL, CLASSICAL = "acgate", "moderated_dl"  # the two families' references, compared head to head
+RECOVERY_METRICS = {  # L3 column: (what it measures, higher is better)
+    "spearman_lag_centre": ("ranking: Spearman(k*, lag centre)", True),
+    "mae_lag_centre": ("size: k* MAE against the lag centre", False),
+    "mae_dgp_mean_lag": ("size: k* MAE against the DGP's mean lag", False),
+    "spearman_dgp_mean_lag": ("ranking: Spearman(k*, DGP mean lag)", True),
+}
+COMPARISON_COLUMNS = ["comparison", "metric", "neural", "classical", "seeds", "entities", "advantage",
+                      "p_neural_better", "p_neural_worse", "outcome"]
+
+
+def neural_vs_classical(heldout: pd.DataFrame, l3: pd.DataFrame, cfg: AuditConfig) -> pd.DataFrame:
+    """AC-GATE against the moderated distributed lag, head to head: held-out test loss on the same rows (as the
+    calibrated L0 compares, over seeds and over entities: the larger one-sided p of the two), and, where the truth is
+    known, lag recovery per seed (one-sided paired Wilcoxon over seeds, each way). ``advantage`` is AC-GATE's, in
+    the metric's units (positive: AC-GATE better); ``outcome`` is "AC-GATE better", "AC-GATE worse" (p < alpha) or
+    "no better". Empty unless both ran."""
+    rows = []
+    pair = heldout[(heldout.reference == NEURAL) & (heldout.comparator == CLASSICAL)] if not heldout.empty else heldout
+    if pair.empty:
+        return pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
+    r = pair.iloc[0]
+    rows.append({"comparison": "forecast", "metric": "held-out test MSE (classical - AC-GATE)", "neural": np.nan,
+                 "classical": np.nan, "seeds": r.seeds, "entities": r.entities, "advantage": r.mean_loss_diff,
+                 "p_neural_better": r.p_better, "p_neural_worse": r.p_worse})
+    if not l3.empty:
+        per_seed = l3.set_index(["method", "seed"])
+        if {NEURAL, CLASSICAL} <= set(per_seed.index.get_level_values("method")):
+            for column, (label, higher_better) in RECOVERY_METRICS.items():
+                both = pd.concat({"neural": per_seed.loc[NEURAL, column], "classical": per_seed.loc[CLASSICAL, column]},
+                                 axis=1).dropna()
+                gain = (both.neural - both.classical) * (1 if higher_better else -1)
+                rows.append({"comparison": "recovery", "metric": label, "neural": both.neural.mean(),
+                             "classical": both.classical.mean(), "seeds": len(both), "entities": np.nan,
+                             "advantage": gain.mean(), "p_neural_better": statistics.wilcoxon_greater(gain.to_numpy()),
+                             "p_neural_worse": statistics.wilcoxon_greater(-gain.to_numpy())})
+    table = pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
+    table["outcome"] = np.where(table.p_neural_better < cfg.alpha, "AC-GATE better",
+                                np.where(table.p_neural_worse < cfg.alpha, "AC-GATE worse", "no better"))
+    return table
+
+
+def comparison_verdict(comparison: pd.DataFrame, cfg: AuditConfig) -> dict:
+    """The line verdicts.json gives on AC-GATE against the classical model: the held-out forecast, and where the
+    truth is known the ranking (Spearman against the lag centre) and the size (MAE against the DGP's mean lag) of
+    the recovered lags; each "AC-GATE better", "no better" or "AC-GATE worse" (one-sided p < alpha)."""
+    if comparison.empty:
+        return {}
+    shown = {"forecast": "held-out test MSE (classical - AC-GATE)", "ranking": RECOVERY_METRICS[
+        "spearman_lag_centre"][0], "lag_size": RECOVERY_METRICS["mae_dgp_mean_lag"][0]}
+    found = comparison.set_index("metric")
+    line = {key: found.loc[metric, "outcome"] for key, metric in shown.items() if metric in found.index}
+    line["evidence"] = "; ".join(f"{r.metric}: AC-GATE's advantage {r.advantage:+.4g}, p better "
+                                 f"{statistics.format_p(r.p_neural_better)}, worse "
+                                 f"{statistics.format_p(r.p_neural_worse)}" for r in comparison.itertuples())
+    line["rule"] = (f"AC-GATE better (worse) when its one-sided p of being better (worse) than {CLASSICAL} is below "
+                    f"{cfg.alpha}: held-out loss over seeds and over entities (the larger p), lag recovery over seeds "
+                    "(paired Wilcoxon); else no better")
+    return line
 
 
 def _problems(runs: list[Run], excluded: pd.DataFrame) -> list[str]:
@@ -536,12 +615,13 @@ def _with_exclusions(cells: dict, excluded: pd.DataFrame) -> dict:
 
 
 def verdict_matrix(results: list[AuditResult]) -> pd.DataFrame:
-    """Domains x (rule, layer): the verdict of each cell under the paper's rules and the calibrated ones (rules and
-    evidence are in each result's verdicts.json)."""
-    cells = {r.domain: {(rule, layer): cell["verdict"] for rule, found in (("paper", r.verdicts_paper),
-                                                                        ("calibrated", r.verdicts))
-                        for layer, cell in found.items()} for r in results}
-    return pd.DataFrame(cells).T.rename_axis("domain")
+    """(domain, reference) x (rule, layer): the verdict of each cell under the paper's rules and the calibrated ones,
+    for every reference the audit judged (AC-GATE and the moderated distributed lag, side by side; rules and evidence
+    are in each result's verdicts.json)."""
+    cells = {(r.domain, reference): {(rule, layer): cell["verdict"] for rule in ("paper", "calibrated")
+                                     for layer, cell in found[rule].items()}
+             for r in results for reference, found in r.verdicts_by_reference.items()}
+    return pd.DataFrame(cells).T.rename_axis(["domain", "reference"])
 
 
 def proxy_shuffle_comparison(original: AuditResult, shuffled: AuditResult, method: str = "acgate") -> pd.DataFrame:

@@ -5,9 +5,9 @@
 
 Measures, on this machine:
 
-- **one training run per method and domain** (``runner.run_method``, artifacts included) on one CPU thread, each
-  in a fresh process: median wall seconds over ``--repeats`` runs, epochs run, seconds per epoch (training loop
-  only), peak resident memory of the process;
+- **one training run per method and domain** (``runner.run_method``, artifacts included; the classical yardstick's
+  closed-form fits, tuning included, too) on one CPU thread, each in a fresh process: median wall seconds over
+  ``--repeats`` runs, epochs run, seconds per epoch (training loop only), peak resident memory of the process;
 - **achieved GFLOP/s of AC-GATE training** (floating-point operations of one epoch, counted by PyTorch's
   ``FlopCounterMode`` on the matrix products, divided by the measured seconds per epoch) against this machine's
   single-thread float32 matrix-multiply peak, measured in the same run;
@@ -45,7 +45,7 @@ from pathlib import Path
 import nbformat
 import torch
 
-from acgate.config import METHODS, Params, load_params
+from acgate.config import CLASSICAL_METHODS, METHODS, Params, load_params
 from acgate.layout import panel_dir, project_root
 from acgate.notebook import SINGLE_THREAD
 from acgate.runs import git_sha, machine, package_versions, write_json
@@ -327,15 +327,18 @@ def main(argv: list[str] | None = None) -> None:
     print(f"written: {out / 'latest.json'}")
 
 
+CPU_ONLY = ("grouped_ardl", *CLASSICAL_METHODS)  # closed-form numpy fits
+
+
 def _time_domain(domain: str, args: argparse.Namespace, devices: list[str], record: dict) -> None:
-    """Time every method of ``domain`` on every device (Grouped ARDL on CPU) into ``record["runs"]``, and AC-GATE's
-    arithmetic efficiency on a synthetic domain into ``record["acgate_efficiency"]``."""
+    """Time every method of ``domain`` on every device (the closed-form fits on CPU) into ``record["runs"]``, and
+    AC-GATE's arithmetic efficiency on a synthetic domain into ``record["acgate_efficiency"]``."""
     params = _params(domain, args.profile)
     if params.data is not None and not (panel_dir(data_root(params), domain) / "panel.json").is_file():
         print(f"{domain}: skipped, no processed panel (run make paper with its input files first)", flush=True)
         return
     for method in [m for m in args.methods or params.methods if m in params.methods]:
-        for device in devices if method != "grouped_ardl" else ["cpu"]:
+        for device in devices if method not in CPU_ONLY else ["cpu"]:
             summary = _in_fresh_process(domain, method, args.seed, device, args.profile, args.repeats)
             summary |= {"domain": domain, "method": method, "device": device}
             record["runs"].append(summary)

@@ -2,8 +2,10 @@
 "supported" where it must not (negative controls) and where it should (positive controls).
 
 A replicate is a full audit of fresh panel draws with their own seeds: every seed draws its panel, the methods the
-rules need are trained on it (AC-GATE, the shared gate No-AC-Encoder and the shuffled-proxy gate), and
-:func:`acgate.audit.audit_domain` reads the artifacts back exactly as it does for a paper domain.
+rules need are trained on it (AC-GATE, the shared gate No-AC-Encoder and the shuffled-proxy gate; the moderated
+distributed lag with its shared-lag and shuffled-proxy twins), and :func:`acgate.audit.audit_domain` reads the
+artifacts back exactly as it does for a paper domain. Each replicate gives the verdicts of both references, AC-GATE
+and the moderated distributed lag, so the table measures both.
 
 Scenarios (the sizes come from ``params/audit_calibration.yaml``):
 
@@ -90,16 +92,22 @@ def draw_panel(name: str, params: Params, panel_seed: int) -> Panel:
     return panel
 
 
+LAG_FREE_ROLES = {"acgate": "reference", "no_ac_encoder": "shared", "shuffled_proxies": "shuffled",
+                  "moderated_dl": "reference", "shared_dl": "shared", "shuffled_dl": "shuffled"}
+
+
 def _write_lag_free_runs(panel: Panel, params: Params, seed: int, runs_root: Path, projection: np.ndarray) -> None:
-    """Artifacts of the untrained lag-free control: k* a fixed function of the proxies (the reference), a constant
-    (the shared gate) or the same function of permuted proxies (the shuffled gate); persistence forecasts for all."""
+    """Artifacts of the untrained lag-free control, the same for both references' families: k* a fixed function of
+    the proxies (the reference), a constant (the shared-lag twin) or the same function of permuted proxies (the
+    shuffled-proxy twin); persistence forecasts for all."""
     preds = persistence(panel, params.model.max_lag)
     standard = (panel.P - panel.P.mean(axis=0)) / panel.P.std(axis=0)
     score = standard @ projection
     shuffled = panel.with_shuffled_proxies(seed, SHUFFLE_SALT)[0]
     shuffled_score = ((shuffled.P - panel.P.mean(axis=0)) / panel.P.std(axis=0)) @ projection
-    for method, values in (("acgate", score), ("no_ac_encoder", np.zeros_like(score)),
-                           ("shuffled_proxies", shuffled_score)):
+    roles = {"reference": score, "shared": np.zeros_like(score), "shuffled": shuffled_score}
+    for method, role in LAG_FREE_ROLES.items():
+        values = roles[role]
         kstar = 5 + (values - values.mean()) / values.std() if values.std() > 0 else np.full_like(values, 5.0)
         table = lag_frame(panel, np.zeros((panel.n_entities, 1)), "structural (lag-free control)")
         table["kstar"] = kstar
@@ -114,9 +122,10 @@ def _write_lag_free_runs(panel: Panel, params: Params, seed: int, runs_root: Pat
                                           **{split: {"n": int((preds.split == split).sum())} for split in SPLITS}})
 
 
-def run_replicate(name: str, replicate: int, params: Params, root: Path) -> dict:
+def run_replicate(name: str, replicate: int, params: Params, root: Path) -> list[dict]:
     """Train (or, for lag_free, write) every seed of one replicate under ``root`` and audit it; returns one record
-    with both rule sets' verdicts, the L2 test alone, and the seconds it took."""
+    per reference (AC-GATE, the moderated distributed lag) with both rule sets' verdicts, the L2 test alone, and the
+    seconds the replicate took."""
     start = time.perf_counter()
     scenario = SCENARIOS[name]
     params = dataclasses.replace(params, domain=f"{name}_r{replicate:03d}")
@@ -134,15 +143,19 @@ def run_replicate(name: str, replicate: int, params: Params, root: Path) -> dict
             run_method(panel, params, method, seed, runs_root, log=lambda _: None)
     result = audit.audit_domain(params, runs_root, data_root)
     result.write(audit_dir(runs_root, params.domain))
-    record = {"scenario": name, "control": scenario.control, "replicate": replicate,
-              "seconds": round(time.perf_counter() - start, 2)}
-    for rule, found in (("paper", result.verdicts_paper), ("calibrated", result.verdicts)):
-        record.update({f"{rule}_{layer}": found[layer]["verdict"] for layer in LAYERS})
-    summary = result.l2_summary[result.l2_summary.method == params.audit.reference]
-    alone = (~summary.circular_joint & (summary.p_holm < params.audit.alpha)).any()
-    record["L2_test_alone"] = "supported" if alone else "not certified"
-    record["kstar_sd"] = float(result.l1[result.l1.method == params.audit.reference].kstar_sd.mean())
-    return record
+    seconds = round(time.perf_counter() - start, 2)
+    records = []
+    for reference, found in result.verdicts_by_reference.items():
+        record = {"scenario": name, "control": scenario.control, "replicate": replicate, "reference": reference,
+                  "seconds": seconds}
+        for rule in ("paper", "calibrated"):
+            record.update({f"{rule}_{layer}": found[rule][layer]["verdict"] for layer in LAYERS})
+        summary = result.l2_summary[result.l2_summary.method == reference]
+        alone = (~summary.circular_joint & (summary.p_holm < params.audit.alpha)).any()
+        record["L2_test_alone"] = "supported" if alone else "not certified"
+        record["kstar_sd"] = float(result.l1[result.l1.method == reference].kstar_sd.mean())
+        records.append(record)
+    return records
 
 
 HEARTBEAT = 5.0  # seconds: with replicates in worker processes, a line at least this often while they run
@@ -156,12 +169,17 @@ def run_replicates(plan: list[tuple[str, int]], params: Params, root: Path, jobs
     records, start = [], time.perf_counter()
     log(f"[calibration 0/{len(plan)}] {len(plan)} replicates, {max(jobs, 1)} at a time")
 
-    def progress(record: dict) -> None:
-        records.append(record)
-        elapsed, left = time.perf_counter() - start, len(plan) - len(records)
-        log(f"[calibration {len(records)}/{len(plan)}] {record['scenario']} replicate {record['replicate']}: "
-            f"calibrated L1 {record['calibrated_L1']}, L2 {record['calibrated_L2']} ({record['seconds']:.0f} s; "
-            f"{elapsed / 60:.1f} min so far, about {elapsed / len(records) * left / 60:.1f} min left)")
+    done = 0
+
+    def progress(found: list[dict]) -> None:
+        nonlocal done
+        records.extend(found)
+        done += 1
+        elapsed, left = time.perf_counter() - start, len(plan) - done
+        verdicts = ", ".join(f"{r['reference']} L1 {r['calibrated_L1']}, L2 {r['calibrated_L2']}" for r in found)
+        log(f"[calibration {done}/{len(plan)}] {found[0]['scenario']} replicate {found[0]['replicate']}: "
+            f"calibrated {verdicts} ({found[0]['seconds']:.0f} s; {elapsed / 60:.1f} min so far, about "
+            f"{elapsed / done * left / 60:.1f} min left)")
 
     if jobs <= 1:
         for name, replicate in plan:
@@ -174,43 +192,49 @@ def run_replicates(plan: list[tuple[str, int]], params: Params, root: Path, jobs
                 for future in finished:
                     progress(future.result())
                 if not finished:
-                    log(f"[calibration {len(records)}/{len(plan)}] {min(jobs, len(running))} replicates running "
+                    log(f"[calibration {done}/{len(plan)}] {min(jobs, len(running))} replicates running "
                         f"({(time.perf_counter() - start) / 60:.1f} min so far)")
-    return pd.DataFrame(records).sort_values(["control", "scenario", "replicate"], kind="stable",
+    return pd.DataFrame(records).sort_values(["control", "scenario", "replicate", "reference"], kind="stable",
                                              ignore_index=True)
 
 
 def calibration_table(replicates: pd.DataFrame) -> pd.DataFrame:
-    """Per scenario, rule and layer: how many replicates were audited, the share "supported" and its 95 %
+    """Per scenario, reference, rule and layer: how many replicates were audited, the share "supported" and its 95 %
     Clopper-Pearson interval. ``L2 test alone`` is the calibrated L2 test without the L1 and seed-agreement gates."""
     rows = []
     columns = [(rule, layer, f"{rule}_{layer}") for rule in ("paper", "calibrated") for layer in LAYERS]
     columns.append(("calibrated", "L2 test alone", "L2_test_alone"))
-    for scenario, g in replicates.groupby("scenario", sort=False):
+    for (scenario, reference), g in replicates.groupby(["scenario", "reference"], sort=False):
         for rule, layer, column in columns:
             supported = int((g[column] == "supported").sum())
             low, high = statistics.clopper_pearson(supported, len(g))
-            rows.append({"scenario": scenario, "control": g.control.iloc[0], "rule": rule, "layer": layer,
+            rows.append({"scenario": scenario, "control": g.control.iloc[0], "reference": reference, "rule": rule,
+                         "layer": layer,
                          "replicates": len(g), "supported": supported, "share_supported": supported / len(g),
                          "ci_low": low, "ci_high": high})
     return pd.DataFrame(rows)
 
 
 def calibration_figure(table: pd.DataFrame) -> plt.Figure:
-    """Share of replicates "supported" with its 95 % interval, per scenario, for L1 and L2, the paper's rules beside
-    the calibrated ones; negative controls above, positive controls below."""
+    """Share of replicates "supported" with its 95 % interval, per scenario, for L1 and L2: AC-GATE under the paper's
+    rules and the calibrated ones, and the moderated distributed lag under the calibrated ones; negative controls
+    above, positive controls below."""
     layers = ("L1", "L2")
     shown = table[table.layer.isin(layers)]
     order = list(dict.fromkeys(shown.sort_values("control", kind="stable").scenario))
-    colours = dict(zip(("paper", "calibrated"), sns.color_palette("colorblind", 2), strict=True))
-    fig, axes = plt.subplots(1, len(layers), figsize=(7.2, 0.42 * len(order) + 1.2), sharey=True)
+    series = [(reference, rule) for reference, rule in (("acgate", "paper"), ("acgate", "calibrated"),
+                                                        ("moderated_dl", "calibrated"))
+              if ((shown.reference == reference) & (shown.rule == rule)).any()]
+    colours = dict(zip(series, sns.color_palette("colorblind", len(series)), strict=True))
+    fig, axes = plt.subplots(1, len(layers), figsize=(7.6, 0.5 * len(order) + 1.2), sharey=True)
     for ax, layer in zip(axes, layers, strict=True):
-        for offset, rule in ((-0.15, "paper"), (0.15, "calibrated")):
-            rows = shown[(shown.layer == layer) & (shown.rule == rule)].set_index("scenario").reindex(order)
-            y = np.arange(len(order)) + offset
+        for n, (reference, rule) in enumerate(series):
+            rows = shown[(shown.layer == layer) & (shown.rule == rule) & (shown.reference == reference)]
+            rows = rows.set_index("scenario").reindex(order)
+            y = np.arange(len(order)) + 0.22 * (n - (len(series) - 1) / 2)
             ax.errorbar(rows.share_supported, y, xerr=[rows.share_supported - rows.ci_low,
                                                        rows.ci_high - rows.share_supported],
-                        fmt="o", ms=4, capsize=2, color=colours[rule], label=f"{rule} rule")
+                        fmt="o", ms=4, capsize=2, color=colours[(reference, rule)], label=f"{reference}, {rule} rule")
         negatives = int((shown.drop_duplicates("scenario").control == "negative").sum())
         ax.axhline(negatives - 0.5, color="grey", lw=0.8)
         ax.set(xlim=(-0.03, 1.03), title=layer)

@@ -27,8 +27,12 @@ import yaml
 # AC-GATE, its ablations, and AC-GATE trained on proxies permuted across entities (the calibrated L1's comparator)
 GATE_METHODS = ("acgate", "no_ac_encoder", "uniform_lag", "no_recon_reg", "shuffled_proxies")
 NEURAL_BASELINES = ("plain_lstm", "tft", "ganet")
-METHODS = GATE_METHODS + NEURAL_BASELINES + ("grouped_ardl",)
-SCENARIOS = ("linear", "nonlinear", "constant", "two_regime")
+# the classical yardstick (acgate.classical): the moderated distributed lag, its shared-lag and shuffled-proxy twins
+# (the comparators of its own heterogeneity verdict) and the two-stage shrinkage model
+CLASSICAL_METHODS = ("moderated_dl", "shared_dl", "shuffled_dl", "two_stage_dl")
+METHODS = GATE_METHODS + NEURAL_BASELINES + ("grouped_ardl",) + CLASSICAL_METHODS
+SCENARIOS = ("linear", "nonlinear", "constant", "two_regime", "interaction", "non_monotone")
+DRIVERS = ("linear", "threshold")
 LOADERS = ("pwt", "owid_wgi", "csv")
 
 
@@ -96,6 +100,10 @@ def _methods(v: Any) -> str | None:
     return None if ok else "a non-empty list of distinct names from " + ", ".join(METHODS)
 
 
+def _float(v: Any) -> str | None:
+    return None if isinstance(v, (int, float)) and not isinstance(v, bool) else "a number"
+
+
 def _int(v: Any) -> str | None:
     return None if isinstance(v, int) and not isinstance(v, bool) else "an integer"
 
@@ -129,13 +137,24 @@ class SyntheticConfig:
 
     scenario: str = _param("linear", "lag-centre map: linear 3+7(1-z), nonlinear 10(1-z)^2, constant (a null: "
                            "every entity has lag centre constant_centre), two_regime (3 where z >= 0.5, else "
-                           "lag_horizon)", _one_of(*SCENARIOS))
+                           "lag_horizon), interaction (a saddle in z and a second latent z2 ~ U(0,1), "
+                           "1+(K-1)(1+(2z-1)(2z2-1))/2, i.e. 5.5+4.5(2z-1)(2z2-1) at K = 10; the proxies become "
+                           "[z, z2, 1-0.7z]), non_monotone (1+(K-1)(1+sin(2 pi z))/2, i.e. 5.5+4.5 sin(2 pi z) at "
+                           "K = 10); each rounded and clipped to 1..lag_horizon", _one_of(*SCENARIOS))
     constant_centre: int = _param(5, "lag centre of every entity under scenario constant", _int_at_least(1))
     n_entities: int = _param(200, "number of entities N", _int_at_least(2))
     n_steps: int = _param(30, "number of time steps T (time index 0..T-1)", _int_at_least(3))
     lag_horizon: int = _param(10, "number of lags 1..K the DGP spreads its weights over", _int_at_least(1))
+    driver: str = _param("linear", "what the lagged inputs pass through: linear (x itself) or threshold (the hinge "
+                         "threshold_gain * max(x - driver_threshold, 0)); the contemporaneous term stays linear",
+                         _one_of(*DRIVERS))
+    driver_threshold: float = _param(0.0, "driver threshold: the x below which a lagged input has no effect", _float)
+    threshold_gain: float = _param(1.75, "driver threshold: slope of the hinge, chosen so the lagged part of Y has "
+                                   "close to the linear driver's variance (ratio 0.95 at the default panel and "
+                                   "threshold 0, 20 seeds; 1.24 with gain 2)", _positive)
     noise_sd: float = _param(0.15, "sd of the Gaussian target noise", _non_negative)
-    proxy_noise_sd: float = _param(0.0525, "sd of the noise added to each proxy [z, sqrt z, 1-0.7z]", _non_negative)
+    proxy_noise_sd: float = _param(0.0525, "sd of the noise added to each proxy [z, sqrt z, 1-0.7z] ([z, z2, 1-0.7z] "
+                                   "under interaction)", _non_negative)
     static_noise_sd: float = _param(0.06, "sd of the noise on the z-correlated static feature s_0", _non_negative)
     ar_coef: float = _param(0.65, "AR(1) coefficient of the sequential input x_t", _non_negative)
     innovation_coef: float = _param(0.35, "weight of the N(0,1) innovation in x_t", _non_negative)
@@ -240,11 +259,15 @@ class AuditConfig:
                             _int_at_least(1))
     min_seed_agreement: float = _param(0.5, "calibrated L2 needs the median seed-to-seed Spearman of k* at least "
                                        "this where seeds share entities", _unit_interval)
-    heterogeneity_comparators: tuple = _param(("no_ac_encoder", "shuffled_proxies"), "calibrated L1: methods the "
-                                              "reference must beat on held-out loss", _names(1))
+    heterogeneity_comparators: tuple = _param((), "calibrated L1: methods the reference must beat on held-out loss; "
+                                              "empty: the reference family's shared-lag and shuffled-proxy twins "
+                                              "(no_ac_encoder and shuffled_proxies for AC-GATE, shared_dl and "
+                                              "shuffled_dl for the moderated distributed lag)", _names(0))
     l3_min_spearman: float = _param(0.8, "L3 supported needs mean Spearman(k*, lag centre) at least this",
                                     _unit_interval)
-    reference: str = _param("acgate", "the method the verdicts and paired tests are about", _one_of(*GATE_METHODS))
+    reference: str = _param("acgate", "the method whose verdicts come first (verdicts.json's verdicts); the audit "
+                            "also gives them for acgate and moderated_dl wherever they ran, side by side",
+                            _one_of(*GATE_METHODS, "moderated_dl", "two_stage_dl"))
     true_lag: str = _param("", "your own panel, when you simulated it: the column (constant within each entity, or "
                            "a summary such as mean:col) holding each entity's true lag, so L3 is audited too",
                            _string)

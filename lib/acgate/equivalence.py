@@ -67,8 +67,15 @@ def compare(old: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
+def _verdict_rows(matrix: pd.DataFrame) -> pd.DataFrame:
+    """A verdict matrix indexed by domain and reference (a matrix from before the classical reference: AC-GATE's)."""
+    if "reference" not in matrix:
+        matrix = matrix.assign(reference="acgate")
+    return matrix.set_index(["domain", "reference"])
+
+
 def verdicts_agree(old_tables: Path, new_tables: Path) -> tuple[bool, pd.DataFrame]:
-    old, new = (pd.read_csv(Path(t) / "verdict_matrix.csv").set_index("domain") for t in (old_tables, new_tables))
+    old, new = (_verdict_rows(pd.read_csv(Path(t) / "verdict_matrix.csv")) for t in (old_tables, new_tables))
     both = old.merge(new, how="outer", left_index=True, right_index=True, suffixes=(" (old)", " (new)"))
     return bool(old.reindex_like(new).equals(new)), both
 

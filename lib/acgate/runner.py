@@ -1,11 +1,12 @@
 """One method trained on one panel and seed, with its run folder written: ``runs/<domain>/seed<NN>/<method>/``
 holds ``metrics.json`` (written last: the finished marker), ``lags.csv``, ``predictions.csv``, ``history.csv``,
-``manifest.json``, and ``model.pt`` (neural methods) or ``coefficients.csv`` (Grouped ARDL).
+``manifest.json``, and ``model.pt`` (neural methods) or ``coefficients.csv`` (Grouped ARDL, the classical
+lag models).
 
     run_method(panel, params, "acgate", seed=0, runs_root="runs")
 
-The lag table of a trained model is its structural omega and k* for the AC-GATE family, and the diagnostic
-occlusion profile (``acgate.occlusion``) for the neural baselines.
+The lag table of a trained model is its structural omega and k* for the AC-GATE family and the classical lag models
+(``acgate.classical``), and the diagnostic occlusion profile (``acgate.occlusion``) for the neural baselines.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ import pandas as pd
 import torch
 
 from acgate import baselines, lags
-from acgate.config import GATE_METHODS, Params
+from acgate.classical import fit_classical
+from acgate.config import CLASSICAL_METHODS, GATE_METHODS, Params
 from acgate.layout import method_dir
 from acgate.metrics import TRUTHS, forecast_metrics, l3_recovery
 from acgate.models import ACGate
@@ -76,6 +78,7 @@ def summarise(preds: pd.DataFrame, table: pd.DataFrame, facts: dict,
 
 
 SHUFFLED_PROXIES_SALT = 104_729  # the shuffled_proxies method's permutation differs from a proxy-shuffle domain's
+SHUFFLED_METHODS = ("shuffled_proxies", "shuffled_dl")  # trained on the proxies permuted (the same permutation)
 
 
 @dataclass
@@ -100,7 +103,7 @@ def run_method(panel: Panel, params: Params, method: str, seed: int, runs_root: 
     ``metrics.json`` is written last, so an interrupted run leaves nothing that counts as finished.
     ``shuffled_proxies`` is AC-GATE trained on the proxies permuted across entities (one non-identity permutation per
     seed, recorded in the manifest): the comparator that tells a proxy-conditioned gate from a gate that merely has
-    more inputs.
+    more inputs; ``shuffled_dl`` is the moderated distributed lag on the same permutation.
     """
     out = method_dir(runs_root, params.domain, seed, method)
     kept = None if retrain else current_metrics(out, params.digest(), panel.digest())
@@ -110,11 +113,15 @@ def run_method(panel: Panel, params: Params, method: str, seed: int, runs_root: 
     (out / "metrics.json").unlink(missing_ok=True)
     remove_interrupted_writes(out)  # of an earlier run of this method that was killed mid-write
     log(f"  [{method} seed {seed}] training on {panel.n_entities} entities")
-    if method == "shuffled_proxies":
+    if method in SHUFFLED_METHODS:
         panel, permutation = panel.with_shuffled_proxies(seed, SHUFFLED_PROXIES_SALT)
         panel.meta["shuffled_proxies_permutation"] = [str(e) for e in panel.entities[permutation]]
-    trained = (_fit_ardl(panel, params, out) if method == "grouped_ardl"
-               else _fit_neural(panel, params, method, seed, out, log, bar))
+    if method == "grouped_ardl":
+        trained = _fit_ardl(panel, params, out)
+    elif method in CLASSICAL_METHODS:
+        trained = _fit_classical(panel, params, method, out)
+    else:
+        trained = _fit_neural(panel, params, method, seed, out, log, bar)
     run_id = uuid.uuid4().hex  # in the manifest and metrics.json: both from this training (runs.mixed_training)
     metrics = summarise(trained.preds, trained.table, {
         **trained.facts, "seconds": round(trained.seconds, 3), "device": trained.device,
@@ -131,14 +138,25 @@ def run_method(panel: Panel, params: Params, method: str, seed: int, runs_root: 
     return metrics
 
 
+HISTORY_COLUMNS = ["epoch", "train_loss", "recon_loss", "val_loss"]  # history.csv; empty for a closed-form fit
+
+
 def _fit_ardl(panel: Panel, params: Params, out: Path) -> _Trained:
     """Grouped ARDL in closed form; its coefficients go to ``coefficients.csv``."""
     ardl = baselines.GroupedARDL.fit(panel, params)
     atomic_write(out / "coefficients.csv", lambda f: ardl.coefficients.to_csv(f, index=False))
-    return _Trained(ardl.predictions(), ardl.lag_table(), pd.DataFrame(columns=["epoch", "train_loss", "recon_loss",
-                                                                               "val_loss"]),  # no iterations
+    return _Trained(ardl.predictions(), ardl.lag_table(), pd.DataFrame(columns=HISTORY_COLUMNS),  # no iterations
                     ardl.seconds, "cpu", {"best_epoch": None, "epochs_run": None, "fit": "closed-form OLS per group",
                                           "groups": ardl.groups})
+
+
+def _fit_classical(panel: Panel, params: Params, method: str, out: Path) -> _Trained:
+    """A moderated distributed lag (:mod:`acgate.classical`) in closed form; its lag curves go to
+    ``coefficients.csv``."""
+    found = fit_classical(panel, params, method)
+    atomic_write(out / "coefficients.csv", lambda f: found.curve_table().to_csv(f, index=False))
+    return _Trained(found.predictions(), found.lag_table(), pd.DataFrame(columns=HISTORY_COLUMNS), found.seconds,
+                    "cpu", found.facts)
 
 
 def _fit_neural(panel: Panel, params: Params, method: str, seed: int, out: Path, log: Callable[[str], None],

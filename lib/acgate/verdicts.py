@@ -1,7 +1,9 @@
 """The verdict rules of the audit: the paper's, and the calibrated ones the project stands behind.
 
-Both turn the audit's tables into one verdict per layer for the reference method (AC-GATE): *supported*, *not
-certified*, *ruled out* or *not claimed*, each with the rule that produced it and the evidence it read.
+Both turn the audit's tables into one verdict per layer for a reference method: *supported*, *not certified*, *ruled
+out* or *not claimed*, each with the rule that produced it and the evidence it read. The rules are estimator-agnostic:
+the reference is AC-GATE (``audit.reference``'s default) or the classical moderated distributed lag, and each is
+judged against the comparators of its own family (:data:`FAMILIES`); the audit gives both side by side.
 
 - ``paper_verdicts``: the paper's Algorithm 1 as published, with the repository's honest additions of the first
   version (a practical L1 spread, circular stratifiers flagged one proxy at a time, a seed-pooled test). Kept so
@@ -13,26 +15,56 @@ certified*, *ruled out* or *not claimed*, each with the rule that produced it an
     rows, one-sided, with uncertainty over seeds (Wilcoxon) and over entities (entity block bootstrap), Holm over
     the comparators. Ruled out when some comparator beats it the same way.
   * **L1 heterogeneity**: a practical spread of k* across entities, *and* held-out evidence that the
-    proxy-conditioned gate matters: the reference beats the shared gate (No-AC-Encoder) and the gate trained on
-    shuffled proxies, each over seeds and over entities (both comparators must be beaten, so no correction).
+    proxy-conditioned lags matter: the reference beats its family's shared-lag twin (No-AC-Encoder, or the shared
+    distributed lag) and its twin trained on shuffled proxies, each over seeds and over entities (both comparators
+    must be beaten, so no correction).
   * **L2 alignment**: only when L1 is supported, the k* ordering is reproducible across seeds (where seeds share
     entities), and some stratifier that the proxies do not carry jointly aligns with k* beyond chance (entity
     permutation) and beyond what lag-free k* (random functions of the proxies) would give, Holm over stratifiers.
   * **L3 recovery**: the same rule as the paper's set (:func:`l3_verdict`), which is never supported without a
-    collapsed ablation to beat.
+    collapsed model of the reference's family to beat.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
-from acgate.config import AuditConfig
+from acgate.config import GATE_METHODS, AuditConfig
 from acgate.statistics import format_p, smallest_wilcoxon_p
 
 VERDICTS = ("supported", "not certified", "ruled out", "not claimed")
 LAYERS = ("L0", "L1", "L2", "L3")
-COLLAPSED = ("no_ac_encoder", "uniform_lag")
+
+
+@dataclass(frozen=True)
+class Family:
+    """A reference's comparators: its shared-lag twin and its shuffled-proxy twin (the calibrated L1 must beat both)
+    and the collapsed models whose constant k* L3's recovery must beat."""
+
+    shared: str
+    shuffled: str
+    collapsed: tuple[str, ...]
+
+
+FAMILIES = {"acgate": Family("no_ac_encoder", "shuffled_proxies", ("no_ac_encoder", "uniform_lag")),
+            "moderated_dl": Family("shared_dl", "shuffled_dl", ("shared_dl",))}
+REFERENCES = tuple(FAMILIES)  # the audit gives the verdicts of each that was run, side by side
+
+
+def family(reference: str) -> Family:
+    """The comparators of ``reference``: AC-GATE's for the gate models, the moderated distributed lag's for the
+    classical ones."""
+    return FAMILIES["acgate" if reference in GATE_METHODS else "moderated_dl"]
+
+
+def heterogeneity_comparators(cfg: AuditConfig) -> list[str]:
+    """The methods the calibrated L1 needs the reference to beat: ``audit.heterogeneity_comparators``, or (empty)
+    the reference family's shared-lag and shuffled-proxy twins."""
+    twins = family(cfg.reference)
+    return list(cfg.heterogeneity_comparators) or [twins.shared, twins.shuffled]
 
 
 def cell(verdict: str, rule: str, evidence: str, warnings: list[str] | None = None) -> dict:
@@ -41,12 +73,18 @@ def cell(verdict: str, rule: str, evidence: str, warnings: list[str] | None = No
     return {"verdict": verdict, "rule": rule, "evidence": evidence, "warnings": warnings or []}
 
 
+def of_reference(table: pd.DataFrame, reference: str) -> pd.DataFrame:
+    """The rows of a paired-comparison table (held-out or Wilcoxon, with a ``reference`` column) about ``reference``."""
+    return table[table.reference == reference] if "reference" in table else table
+
+
 # --- the paper's rules
 
 
 def paper_verdicts(cfg: AuditConfig, l1: pd.DataFrame, l2_summary: pd.DataFrame, l3: pd.DataFrame,
                    wilcoxon: pd.DataFrame, has_stratifiers: bool) -> dict:
     """The L0-L3 verdicts of the paper's rules for the reference method."""
+    wilcoxon = of_reference(wilcoxon, cfg.reference)
     return {"L0": _paper_l0(cfg, wilcoxon), "L1": _paper_l1(cfg, l1),
             "L2": _paper_l2(cfg, l2_summary, has_stratifiers), "L3": l3_verdict(cfg, l3, wilcoxon)}
 
@@ -103,20 +141,20 @@ def _paper_l2(cfg: AuditConfig, l2_summary: pd.DataFrame, has_stratifiers: bool)
 def l3_verdict(cfg: AuditConfig, l3: pd.DataFrame, wilcoxon: pd.DataFrame) -> dict:
     """L3 (both rule sets): recovery of the true lags, which must beat every collapsed ablation that was run and
     needs at least one of them."""
-    a = cfg.alpha
+    a, collapsed_models = cfg.alpha, family(cfg.reference).collapsed
     rule = (f"supported when mean Spearman(k*, lag centre) >= {cfg.l3_min_spearman} and k* MAE is lower than each "
-            f"collapsed ablation's ({', '.join(COLLAPSED)}; at least one must have run) with paired Wilcoxon "
+            f"collapsed model's ({', '.join(collapsed_models)}; at least one must have run) with paired Wilcoxon "
             f"p < {a}; ruled out when mean Spearman < 0.2; else not certified (also when Spearman is undefined "
             "because k* or the truth is constant)")
     mine = l3[l3.method == cfg.reference] if not l3.empty else l3
     if mine.empty:
         return cell("not claimed", rule, "no ground truth")
     rho = mine.spearman_lag_centre.mean()
-    collapsed = wilcoxon[(wilcoxon.metric == "kstar_mae_lag_centre") & wilcoxon.method.isin(COLLAPSED)]
+    collapsed = wilcoxon[(wilcoxon.metric == "kstar_mae_lag_centre") & wilcoxon.method.isin(collapsed_models)]
     beats = len(collapsed) > 0 and bool(((collapsed.p < a) & (collapsed.mean_diff > 0)).all())
     evidence = (f"mean Spearman {rho:.3f}, mean MAE {mine.mae_lag_centre.mean():.3f}; "
                 + ("; ".join(f"{r.method} MAE diff {r.mean_diff:+.3f}, p {r.p:.2g}" for r in collapsed.itertuples())
-                   or "no collapsed ablation was run, so recovery cannot be told from a constant k*"))
+                   or "no collapsed model was run, so recovery cannot be told from a constant k*"))
     verdict = ("not certified" if np.isnan(rho) else "ruled out" if rho < 0.2 else
                "supported" if rho >= cfg.l3_min_spearman and beats else "not certified")
     return cell(verdict, rule, evidence)
@@ -129,6 +167,7 @@ def calibrated_verdicts(cfg: AuditConfig, l1: pd.DataFrame, heldout: pd.DataFram
                         l2_summary: pd.DataFrame, l3: pd.DataFrame, wilcoxon: pd.DataFrame,
                         has_stratifiers: bool, shared_entities: bool) -> dict:
     """The L0-L3 verdicts of the calibrated rules for the reference method."""
+    heldout, wilcoxon = of_reference(heldout, cfg.reference), of_reference(wilcoxon, cfg.reference)
     l1_cell = _heterogeneity(cfg, l1, heldout)
     return {"L0": _forecast(cfg, heldout, shared_entities), "L1": l1_cell,
             "L2": _alignment(cfg, l1_cell, agreement, l2_summary, has_stratifiers),
@@ -168,7 +207,7 @@ def _forecast(cfg: AuditConfig, heldout: pd.DataFrame, shared_entities: bool) ->
 
 
 def _heterogeneity(cfg: AuditConfig, l1: pd.DataFrame, heldout: pd.DataFrame) -> dict:
-    a, comparators = cfg.alpha, list(cfg.heterogeneity_comparators)
+    a, comparators = cfg.alpha, heterogeneity_comparators(cfg)
     rule = (f"calibrated: supported when sd_i(k*) > {cfg.practical_sd} in at least {cfg.l1_min_share:.0%} of seeds "
             f"and {cfg.reference} has a lower held-out test loss than each of {', '.join(comparators)} (one-sided "
             f"Wilcoxon over seeds and entity block bootstrap, both p < {a}); ruled out when sd_i(k*) <= epsilon = "
