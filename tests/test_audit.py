@@ -319,3 +319,40 @@ def test_over_seeds_is_mean_and_sample_sd_per_method_in_order():
     table = audit.over_seeds(frame, ["mse"])
     assert list(table.index) == ["tft", "acgate"] and list(table.seeds) == [3, 2]
     assert table.mse.tolist() == ["2.3333 (1.5275)", "0.5000 (0.0000)"]  # sd of 1, 2, 4: sqrt(7/3)
+
+
+def test_both_references_each_against_its_own_twins_and_head_to_head(tmp_path, params):
+    """AC-GATE and the moderated distributed lag are audited side by side; an explicit heterogeneity_comparators
+    names audit.reference's comparators only; neural_vs_classical compares the two on held-out loss and recovery."""
+    methods = ["acgate", "no_ac_encoder", "shuffled_proxies", "moderated_dl", "shared_dl", "shuffled_dl"]
+
+    def kstar(method, seed, z, rng):
+        if method in ("no_ac_encoder", "shared_dl"):
+            return np.full(len(z), 5.5)
+        noise = {"acgate": 0.3, "moderated_dl": 1.5}.get(method, 0.0)
+        return 3 + 7 * (1 - (z if noise else rng.permutation(z))) + rng.normal(0, noise or 0.3, len(z))
+
+    make_domain(tmp_path, "pair", range(8), methods, kstar,
+                error_sd=lambda method: {"acgate": 0.1, "moderated_dl": 0.2}.get(method, 0.3))
+    p = params("pair")
+    p = dataclasses.replace(p, audit=dataclasses.replace(p.audit, heterogeneity_comparators=("no_ac_encoder",)))
+    result = audit.audit_domain(p, tmp_path / "runs", tmp_path / "data", 8, methods)
+    assert set(result.verdicts_by_reference) == {"acgate", "moderated_dl"}
+    assert result.verdicts == result.verdicts_by_reference["acgate"]["calibrated"]
+    acgate_l1 = result.verdicts_by_reference["acgate"]["calibrated"]["L1"]["evidence"]
+    classical_l1 = result.verdicts_by_reference["moderated_dl"]["calibrated"]["L1"]["evidence"]
+    assert "vs no_ac_encoder" in acgate_l1 and "shuffled_proxies" not in acgate_l1  # the override, for acgate only
+    assert "vs shared_dl" in classical_l1 and "vs shuffled_dl" in classical_l1 and "no_ac_encoder" not in classical_l1
+    assert set(result.heldout.reference) == set(result.wilcoxon.reference) == {"acgate", "moderated_dl"}
+    versus = result.neural_vs_classical.set_index("metric")
+    forecast = versus.loc["held-out test MSE (classical - AC-GATE)"]
+    pair = result.heldout.set_index(["reference", "comparator"]).loc[("acgate", "moderated_dl")]
+    assert forecast.advantage == pair.mean_loss_diff > 0 and forecast.p_neural_better == pair.p_better
+    assert forecast.outcome == "AC-GATE better" and forecast.p_neural_better < 0.05
+    ranking = versus.loc["ranking: Spearman(k*, lag centre)"]
+    per_seed = result.l3.set_index(["method", "seed"]).spearman_lag_centre
+    gain = per_seed.loc["acgate"] - per_seed.loc["moderated_dl"]
+    assert ranking.advantage == pytest.approx(gain.mean())
+    assert ranking.p_neural_better == pytest.approx(stats.wilcoxon(gain, alternative="greater").pvalue)
+    assert result.neural_vs_classical_verdict["ranking"] == ranking.outcome == "AC-GATE better"
+    assert result.neural_vs_classical_verdict["forecast"] == "AC-GATE better"

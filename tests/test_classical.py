@@ -100,6 +100,25 @@ def test_two_stage_against_statsmodels(smoke_params):
     assert classical.fit_two_stage(d, q).facts["psi_scale"] in classical.SHRINK_SCALES
 
 
+def test_two_stage_gls_with_several_coefficients(smoke_params):
+    """P = 3 (a basis of three): the meta-regression against the GLS normal equations written with Kronecker products,
+    sum_i (q_i q_i' kron W_i) vec(Gamma) = sum_i q_i kron (W_i theta_i), and the BLUP written per entity."""
+    panel, d, q = smoke_design(smoke_params, size=3)
+    usable, theta, cov = classical.stage_one(d)
+    psi = classical.between_entity_covariance(q[usable], theta[usable], cov[usable])
+    found = classical.shrunk_curves(q, usable, theta, cov, psi)
+    lhs, rhs = 0, 0
+    for i in np.flatnonzero(usable):
+        weight = np.linalg.inv(psi + cov[i])
+        lhs = lhs + np.kron(np.outer(q[i], q[i]), weight)
+        rhs = rhs + np.kron(q[i], weight @ theta[i])
+    gamma = np.linalg.solve(lhs, rhs).reshape(q.shape[1], 3)  # row m: moderator m's effect on the 3 coefficients
+    for i in (0, 7, 19):
+        predicted = q[i] @ gamma
+        expected = predicted + psi @ np.linalg.inv(psi + cov[i]) @ (theta[i] - predicted)
+        assert np.allclose(found[i], expected, atol=1e-8)
+
+
 def test_lag_profile_hand_worked():
     curves = np.array([[[0.1, 0.3, -0.1], [-0.2, 0.0, 0.0]],  # entity 0: feature a, feature b
                        [[0.2, 0.1, 0.0], [-0.4, -0.2, 0.0]],

@@ -40,3 +40,11 @@ def test_verdict_matrices_are_compared_cell_by_cell(tmp_path):
     assert same
     same, both = equivalence.verdicts_agree(tmp_path / "old", tmp_path / "new")
     assert not same and both.loc[("b", "acgate"), "L1 calibrated (new)"] == "not certified"
+    # a row or column the new grid adds is no change; a row it lost is
+    added = tmp_path / "added"
+    added.mkdir()
+    pd.DataFrame({"domain": ["a", "b", "a"], "reference": ["acgate", "acgate", "moderated_dl"],
+                  "L1 calibrated": ["supported", "supported", "not certified"], "vs classical": ["", "", ""]}).to_csv(
+        added / "verdict_matrix.csv", index=False)
+    assert equivalence.verdicts_agree(tmp_path / "old", added)[0]
+    assert not equivalence.verdicts_agree(added, tmp_path / "old")[0]

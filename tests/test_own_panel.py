@@ -44,9 +44,10 @@ def test_own_panel_runs_through_prep_training_and_audit(example):
     assert np.isnan(panel.Y).sum() == len(long) // 50  # missing outcomes stay missing
     for seed in (0, 1):
         loaded = prep.panel_for_training(params, seed, tmp / "data")
-        for method in ("acgate", "uniform_lag"):
+        for method in ("acgate", "uniform_lag", "moderated_dl", "shared_dl"):
             runner.run_method(loaded, params, method, seed, tmp / "runs", lambda s: None)
-    result = audit.audit_domain(params, tmp / "runs", tmp / "data", 2, ["acgate", "uniform_lag"])
+    result = audit.audit_domain(params, tmp / "runs", tmp / "data", 2,
+                                ["acgate", "uniform_lag", "moderated_dl", "shared_dl"])
     assert result.problems == [] and result.excluded.empty and result.kind == "data"
     summary = result.l2_summary.set_index(["method", "stratifier"])
     assert summary.loc[("acgate", "mean_governance"), "seeds_tested"] == 2
@@ -57,6 +58,14 @@ def test_own_panel_runs_through_prep_training_and_audit(example):
     np.testing.assert_array_equal(panel.truth["kstar_true"], long.groupby("entity").true_lag.first().to_numpy())
     assert set(result.l3.columns) == {"seed", "method", "mae_lag_centre", "spearman_lag_centre"}
     assert result.verdicts["L3"]["verdict"] != "not claimed" and "mean Spearman" in result.verdicts["L3"]["evidence"]
+    # the classical reference is audited too, and compared with AC-GATE on the one truth this panel has
+    assert set(result.verdicts_by_reference) == {"acgate", "moderated_dl"}
+    recovery = result.neural_vs_classical.query("comparison == 'recovery'").metric
+    assert list(recovery) == ["ranking: Spearman(k*, lag centre)", "size: k* MAE against the lag centre"]
+    assert set(result.neural_vs_classical_verdict) == {"forecast", "ranking", "evidence", "rule"}
+    # one panel, deterministic fits: the seeds replicate nothing, so only the regions carry the test
+    pair = result.heldout.set_index(["reference", "comparator"]).loc[("moderated_dl", "shared_dl")]
+    assert np.isnan(pair.p_seed_better) and pair.p_better == pair.p_entity_better
 
 
 def test_proxy_shuffle_domain_permutes_and_records(example, tmp_path):

@@ -228,7 +228,9 @@ def heldout_comparisons(scored: pd.DataFrame, cfg: AuditConfig) -> pd.DataFrame:
     """The reference's test loss against every other method's on the same rows: the difference of squared errors
     (comparator - reference, positive when the reference is better) tested one-sided both ways, over seeds (paired
     Wilcoxon of per-seed MSE) and over entities (block bootstrap of the seed-averaged per-entity MSE difference),
-    with Holm-adjusted p over the comparators of the larger of the two."""
+    with Holm-adjusted p over the comparators of the larger of the two. Where the difference is the same in every
+    seed (two deterministic fits on one shared panel) the seed p is NaN (not applicable) and the entity p stands
+    alone."""
     loss = scored.assign(loss=(scored.y_hat - scored.y) ** 2)
     by_seed = loss.groupby(["method", "seed"]).loss.mean().unstack("seed")
     by_entity = loss.groupby(["method", "seed", "entity"]).loss.mean()
@@ -239,13 +241,18 @@ def heldout_comparisons(scored: pd.DataFrame, cfg: AuditConfig) -> pd.DataFrame:
             entity_diff = (by_entity.loc[comparator] - by_entity.loc[cfg.reference]).dropna().groupby("entity").mean()
             rng = np.random.default_rng([cfg.permutation_seed, zlib.crc32(comparator.encode())])
             entity_better, entity_worse = statistics.entity_bootstrap(entity_diff.to_numpy(), cfg.bootstrap, rng)
-            seed_better, seed_worse = statistics.wilcoxon_greater(seed_diff), statistics.wilcoxon_greater(-seed_diff)
+            # two deterministic fits on one panel (the classical models on a real panel) differ by the same amount in
+            # every seed: the seeds replicate nothing, and only the entities carry uncertainty
+            replicated = not (len(seed_diff) > 1 and np.ptp(seed_diff) == 0)
+            seed_better = statistics.wilcoxon_greater(seed_diff) if replicated else np.nan
+            seed_worse = statistics.wilcoxon_greater(-seed_diff) if replicated else np.nan
             rows.append({"reference": cfg.reference, "comparator": comparator, "seeds": len(seed_diff),
                          "nonzero_pairs": int(np.sum(seed_diff != 0)), "entities": len(entity_diff),
                          "mean_loss_diff": seed_diff.mean(), "hodges_lehmann": statistics.hodges_lehmann(seed_diff),
                          "p_seed_better": seed_better, "p_seed_worse": seed_worse,
                          "p_entity_better": entity_better, "p_entity_worse": entity_worse,
-                         "p_better": max(seed_better, entity_better), "p_worse": max(seed_worse, entity_worse)})
+                         "p_better": np.nanmax([seed_better, entity_better]),
+                         "p_worse": np.nanmax([seed_worse, entity_worse])})
     table = pd.DataFrame(rows, columns=HELDOUT_COLUMNS[:-2])
     for side in ("better", "worse"):
         table[f"holm_{side}"] = table.comparator.map(statistics.holm(dict(zip(table.comparator, table[f"p_{side}"],
@@ -333,8 +340,9 @@ def read_audit(directory: Path) -> AuditResult:
     audit = {k: tuple(v) if isinstance(v, list) else v for k, v in meta["audit"].items()}
     return AuditResult(meta["domain"], AuditConfig(**audit), *(table(n) for n in AUDIT_TABLES),
                        verdicts=meta["verdicts"], verdicts_paper=meta["verdicts_paper"],
-                       verdicts_by_reference=meta["verdicts_by_reference"],
-                       neural_vs_classical_verdict=meta["neural_vs_classical"],
+                       verdicts_by_reference=meta.get("verdicts_by_reference") or {  # an audit from before the
+                           audit["reference"]: {"calibrated": meta["verdicts"], "paper": meta["verdicts_paper"]}},
+                       neural_vs_classical_verdict=meta.get("neural_vs_classical", {}),
                        excluded=pd.DataFrame(meta["excluded_runs"], columns=EXCLUDED_COLUMNS), kind=meta["kind"],
                        shared_entities=meta["shared_entities"], problems=meta["problems"])
 
@@ -495,7 +503,9 @@ def audit_domain(params: Params, runs_root: Path, data_root: Path, seeds: int = 
     l3 = _l3(runs)
     audited = {r.method for r in runs}
     references = [r for r in dict.fromkeys((cfg.reference, *verdicts.REFERENCES)) if r == cfg.reference or r in audited]
-    configs = {r: dataclasses.replace(cfg, reference=r) for r in references}
+    # audit.heterogeneity_comparators names the comparators of audit.reference; the other reference takes its twins
+    configs = {r: cfg if r == cfg.reference else dataclasses.replace(cfg, reference=r, heterogeneity_comparators=())
+               for r in references}
     wilcoxon = pd.concat([_wilcoxon(l0, l3, r) for r in references], ignore_index=True)
     heldout = pd.concat([heldout_comparisons(scored, configs[r]) for r in references], ignore_index=True)
     agreement = seed_agreement_table(runs, shared)
@@ -542,7 +552,7 @@ def neural_vs_classical(heldout: pd.DataFrame, l3: pd.DataFrame, cfg: AuditConfi
     if not l3.empty:
         per_seed = l3.set_index(["method", "seed"])
         if {NEURAL, CLASSICAL} <= set(per_seed.index.get_level_values("method")):
-            for column, (label, higher_better) in RECOVERY_METRICS.items():
+            for column, (label, higher_better) in ((c, m) for c, m in RECOVERY_METRICS.items() if c in l3):
                 both = pd.concat({"neural": per_seed.loc[NEURAL, column], "classical": per_seed.loc[CLASSICAL, column]},
                                  axis=1).dropna()
                 gain = (both.neural - both.classical) * (1 if higher_better else -1)

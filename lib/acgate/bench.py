@@ -45,7 +45,7 @@ from pathlib import Path
 import nbformat
 import torch
 
-from acgate.config import CLASSICAL_METHODS, METHODS, Params, load_params
+from acgate.config import CLOSED_FORM_METHODS, METHODS, Params, load_params
 from acgate.layout import panel_dir, project_root
 from acgate.notebook import SINGLE_THREAD
 from acgate.runs import git_sha, machine, package_versions, write_json
@@ -327,9 +327,6 @@ def main(argv: list[str] | None = None) -> None:
     print(f"written: {out / 'latest.json'}")
 
 
-CPU_ONLY = ("grouped_ardl", *CLASSICAL_METHODS)  # closed-form numpy fits
-
-
 def _time_domain(domain: str, args: argparse.Namespace, devices: list[str], record: dict) -> None:
     """Time every method of ``domain`` on every device (the closed-form fits on CPU) into ``record["runs"]``, and
     AC-GATE's arithmetic efficiency on a synthetic domain into ``record["acgate_efficiency"]``."""
@@ -338,7 +335,7 @@ def _time_domain(domain: str, args: argparse.Namespace, devices: list[str], reco
         print(f"{domain}: skipped, no processed panel (run make paper with its input files first)", flush=True)
         return
     for method in [m for m in args.methods or params.methods if m in params.methods]:
-        for device in devices if method not in CPU_ONLY else ["cpu"]:
+        for device in devices if method not in CLOSED_FORM_METHODS else ["cpu"]:
             summary = _in_fresh_process(domain, method, args.seed, device, args.profile, args.repeats)
             summary |= {"domain": domain, "method": method, "device": device}
             record["runs"].append(summary)

@@ -31,6 +31,7 @@ NEURAL_BASELINES = ("plain_lstm", "tft", "ganet")
 # (the comparators of its own heterogeneity verdict) and the two-stage shrinkage model
 CLASSICAL_METHODS = ("moderated_dl", "shared_dl", "shuffled_dl", "two_stage_dl")
 METHODS = GATE_METHODS + NEURAL_BASELINES + ("grouped_ardl",) + CLASSICAL_METHODS
+CLOSED_FORM_METHODS = ("grouped_ardl", *CLASSICAL_METHODS)  # numpy fits: no epochs, always on the CPU
 SCENARIOS = ("linear", "nonlinear", "constant", "two_regime", "interaction", "non_monotone")
 DRIVERS = ("linear", "threshold")
 LOADERS = ("pwt", "owid_wgi", "csv")

@@ -77,7 +77,9 @@ def _verdict_rows(matrix: pd.DataFrame) -> pd.DataFrame:
 def verdicts_agree(old_tables: Path, new_tables: Path) -> tuple[bool, pd.DataFrame]:
     old, new = (_verdict_rows(pd.read_csv(Path(t) / "verdict_matrix.csv")) for t in (old_tables, new_tables))
     both = old.merge(new, how="outer", left_index=True, right_index=True, suffixes=(" (old)", " (new)"))
-    return bool(old.reindex_like(new).equals(new)), both
+    # unchanged: every cell of the old matrix is the same in the new one (rows or columns the new grid added, such
+    # as a second reference, are shown in ``both`` but do not count as a change)
+    return bool(new.reindex(index=old.index, columns=old.columns).equals(old)), both
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -21,6 +21,7 @@ import pandas as pd
 import torch
 
 from acgate import audit as audit_lib
+from acgate.config import CLOSED_FORM_METHODS
 from acgate.inputs import audits, collect, in_paper_order, of_kind, paper_domains
 from acgate.layout import method_dir
 from acgate.reproduction import reproduction
@@ -327,7 +328,7 @@ def run_manifest(runs_root: Path, results: dict[str, audit_lib.AuditResult], tab
                     for d, r in results.items()},
         "runs_git_sha": sorted({m["git_sha"] for m in manifests}),
         "devices": sorted({m["device"] + (f" ({m['gpu']})" if m.get("gpu") else "") for m in manifests
-                           if m.get("method") != "grouped_ardl"}),  # the neural runs' (Grouped ARDL is numpy)
+                           if m.get("method") not in CLOSED_FORM_METHODS}),  # the neural runs: numpy fits say cpu
         "training_seconds_total": round(sum(seconds), 1),
         "runs_made": {"first_utc": min(created), "last_utc": max(created),
                       "span_minutes": round((datetime.fromisoformat(max(created))

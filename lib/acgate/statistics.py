@@ -123,7 +123,8 @@ def paired_wilcoxon(values: pd.Series, reference: pd.Series) -> dict:
     """Two-sided paired Wilcoxon signed-rank test (scipy) of ``values - reference`` over the seeds (index)
     both have. W is scipy's statistic, min(W+, W-); differences are method minus reference; ``nonzero_pairs``
     counts the pairs that differ (zero differences carry no rank); ``hodges_lehmann`` is the median of the
-    Walsh averages of the differences, the estimate that goes with the test."""
+    Walsh averages of the differences, the estimate that goes with the test. No p where every seed has the same
+    difference: two deterministic fits on one shared panel, whose seeds replicate nothing."""
     from scipy import stats
 
     both = pd.concat({"m": values, "r": reference}, axis=1).dropna()
@@ -135,6 +136,8 @@ def paired_wilcoxon(values: pd.Series, reference: pd.Series) -> dict:
         row["note"] = "no common seeds"
     elif (diff == 0).all():
         row["note"] = "identical on every seed"
+    elif len(both) > 1 and np.ptp(diff) == 0:
+        row["note"] = "the same difference on every seed (deterministic fits on one panel): the seeds replicate nothing"
     else:
         test = stats.wilcoxon(both.m, both.r)
         row.update(W=float(test.statistic), p=float(test.pvalue))

@@ -226,7 +226,7 @@ def _heterogeneity(cfg: AuditConfig, l1: pd.DataFrame, heldout: pd.DataFrame) ->
             parts.append(f"{comparator} not run: heterogeneity cannot be told from a shared or shuffled gate")
             continue
         r = rows.loc[comparator]
-        ok = bool(r.p_seed_better < a and r.p_entity_better < a)
+        ok = bool(r.p_entity_better < a and (np.isnan(r.p_seed_better) or r.p_seed_better < a))  # NaN: see heldout
         beaten.append(ok)
         parts.append(f"vs {comparator}: loss diff {r.mean_loss_diff:+.4g}, p seeds {format_p(r.p_seed_better)}, "
                      f"p entities {format_p(r.p_entity_better, cfg.bootstrap)}{'' if ok else ' (not beaten)'}")
