@@ -93,20 +93,22 @@ for m in to_train:
 # %% [markdown]
 # ## Learning curves
 # Training task loss (with dropout) and validation task loss, normalised units; the dot marks the
-# restored best-validation epoch.
+# restored best-validation epoch. The closed-form fits (Grouped ARDL, the classical lag models) have no epochs.
 
 # %%
-fig, axes = plt.subplots(1, len(to_train), figsize=(3.2 * len(to_train), 2.8), sharey=True, squeeze=False)
-for ax, m in zip(axes[0], to_train, strict=True):
-    history = pd.read_csv(out_dirs[m] / "history.csv")
-    ax.plot(history.epoch, history.train_loss, label="train")
-    ax.plot(history.epoch, history.val_loss, label="validation")
-    best = history.loc[history.epoch == metrics[m]["best_epoch"]]
-    ax.scatter(best.epoch, best.val_loss, color="k", zorder=3)
-    ax.set(title=m, xlabel="epoch", yscale="log")
-axes[0, 0].set_ylabel("task MSE (normalised)")
-axes[0, 0].legend()
-plt.show()  # one shared y axis: the default spacing fits (tight_layout would add about 0.2 s to the figure)
+iterated = [m for m in to_train if metrics[m]["epochs_run"]]
+if iterated:
+    fig, axes = plt.subplots(1, len(iterated), figsize=(3.2 * len(iterated), 2.8), sharey=True, squeeze=False)
+    for ax, m in zip(axes[0], iterated, strict=True):
+        history = pd.read_csv(out_dirs[m] / "history.csv")
+        ax.plot(history.epoch, history.train_loss, label="train")
+        ax.plot(history.epoch, history.val_loss, label="validation")
+        best = history.loc[history.epoch == metrics[m]["best_epoch"]]
+        ax.scatter(best.epoch, best.val_loss, color="k", zorder=3)
+        ax.set(title=m, xlabel="epoch", yscale="log")
+    axes[0, 0].set_ylabel("task MSE (normalised)")
+    axes[0, 0].legend()
+    plt.show()  # one shared y axis: the default spacing fits (tight_layout would add about 0.2 s to the figure)
 
 # %% [markdown]
 # ## Learned lags against the truth

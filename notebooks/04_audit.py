@@ -86,9 +86,10 @@ else:
 for reference, found in result.verdicts_by_reference.items():
     for layer, cell in found["calibrated"].items():
         print(f"{reference:12s} {layer}: {cell['verdict']:13s} (paper rule: {found['paper'][layer]['verdict']})")
-for aspect, outcome in result.neural_vs_classical_verdict.items():
-    if aspect not in ("evidence", "rule"):
-        print(f"AC-GATE against the classical model, {aspect}: {outcome}")
+for classical, line in result.neural_vs_classical_verdict.items():
+    for aspect, outcome in line.items() if classical != "rule" else ():
+        if aspect != "evidence":
+            print(f"AC-GATE against {classical}, {aspect}: {outcome}")
 for warning in result.warnings():
     print("WARNING:", warning)
 
@@ -99,8 +100,9 @@ pd.concat({(reference, rule): pd.DataFrame(found[rule]).T for reference, found i
 
 # %% [markdown]
 # ## AC-GATE against the classical yardstick
-# The held-out test loss of AC-GATE against the moderated distributed lag's on the same rows (over seeds and over
-# entities, as the calibrated L0 compares), and on synthetic panels the recovery of the true lags per seed.
+# The held-out test loss of AC-GATE against the moderated distributed lag's and the two-stage model's on the same rows
+# (over seeds and over entities, as the calibrated L0 compares), and on synthetic panels the recovery of the true lags
+# per seed.
 # `advantage` is AC-GATE's (positive: AC-GATE better); `outcome` says whether either is better at alpha.
 
 # %%

@@ -121,12 +121,14 @@ def test_audit_notebook_writes_the_audit_and_reproduces(suite_runs, suite_audit,
     matrix = report.verdict_table(inputs.audits(suite_runs, ["synthetic_linear", "synthetic_nonlinear"]))
     assert list(zip(matrix.domain, matrix.reference, strict=True)) == [("synthetic_linear", "acgate"),
                                                                        ("synthetic_linear", "moderated_dl")]
-    assert list(matrix.iloc[0, 2:-1]) == [verdicts[rule][k]["verdict"] for k in ("L0", "L1", "L2", "L3")
+    assert list(matrix.iloc[0, 2:-2]) == [verdicts[rule][k]["verdict"] for k in ("L0", "L1", "L2", "L3")
                                           for rule in ("verdicts_paper", "verdicts")]
     classical = verdicts["verdicts_by_reference"]["moderated_dl"]
-    assert list(matrix.iloc[1, 2:-1]) == [classical[rule][k]["verdict"] for k in ("L0", "L1", "L2", "L3")
+    assert list(matrix.iloc[1, 2:-2]) == [classical[rule][k]["verdict"] for k in ("L0", "L1", "L2", "L3")
                                           for rule in ("paper", "calibrated")]
-    assert matrix.iloc[0, -1] == verdicts["neural_vs_classical"]["forecast"] and matrix.iloc[1, -1] == ""
+    for method in ("moderated_dl", "two_stage_dl"):
+        assert matrix[f"vs {method}"].iloc[0] == verdicts["neural_vs_classical"][method]["forecast"]
+        assert matrix[f"vs {method}"].iloc[1] == ""
 
 
 def test_summary_table_reads_the_audited_runs(suite_runs, suite_audit):
