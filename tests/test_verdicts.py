@@ -20,7 +20,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def small():
-    """params/audit_calibration.yaml with 60 entities and fewer resamples: a replicate trains 15 small runs."""
+    """params/audit_calibration.yaml with 60 entities and fewer resamples: a replicate trains 15 small networks and 15
+    closed-form fits."""
     p = load_params(ROOT / "params" / "audit_calibration.yaml")
     return dataclasses.replace(p, synthetic=dataclasses.replace(p.synthetic, n_entities=60),
                                train=dataclasses.replace(p.train, device="cpu"),
