@@ -357,3 +357,23 @@ def test_both_references_each_against_its_own_twins_and_head_to_head(tmp_path, p
     assert ranking.p_neural_better == pytest.approx(stats.wilcoxon(gain, alternative="greater").pvalue)
     line = result.neural_vs_classical_verdict["moderated_dl"]
     assert line["ranking"] == ranking.outcome == "AC-GATE better" and line["forecast"] == "AC-GATE better"
+
+
+def test_the_classical_model_can_be_the_reference(tmp_path, params):
+    """audit.reference = moderated_dl: its verdicts come first (verdicts, verdicts_paper), AC-GATE's stay beside them,
+    and the paired tests are about each reference."""
+    methods = ["acgate", "no_ac_encoder", "moderated_dl", "shared_dl"]
+    make_domain(tmp_path, "classical", range(6), methods, recovering,
+                error_sd=lambda method: 0.1 if method == "moderated_dl" else 0.2)
+    p = params("classical")
+    p = dataclasses.replace(p, audit=dataclasses.replace(p.audit, reference="moderated_dl"))
+    result = audit.audit_domain(p, tmp_path / "runs", tmp_path / "data", 6, methods)
+    assert list(result.verdicts_by_reference) == ["moderated_dl", "acgate"]
+    assert result.verdicts == result.verdicts_by_reference["moderated_dl"]["calibrated"]
+    assert result.verdicts_paper == result.verdicts_by_reference["moderated_dl"]["paper"]
+    assert "vs shared_dl" in result.verdicts["L1"]["evidence"]
+    assert "shared_dl MAE diff" in result.verdicts["L3"]["evidence"]
+    mine = result.heldout[result.heldout.reference == "moderated_dl"].set_index("comparator")
+    assert (mine.mean_loss_diff.drop("persistence") > 0).all()  # it forecasts best of the four
+    result.write(tmp_path / "out")
+    assert json.loads((tmp_path / "out" / "verdicts.json").read_text())["reference"] == "moderated_dl"
