@@ -93,6 +93,8 @@ def test_non_positive_temperature(tmp_path, value):
     ("audit", "circular_threshold", 1.5, r"audit.circular_threshold = 1.5 .* must be a number in \(0, 1\]"),
     ("audit", "min_seed_agreement", 2.0, r"audit.min_seed_agreement = 2.0 .* must be a number in \[0, 1\]"),
     ("audit", "l3_min_spearman", -0.1, r"audit.l3_min_spearman = -0.1 .* must be a number in \[0, 1\]"),
+    ("audit", "heterogeneity_comparators", ["shared_lag"], r"must be empty, or a list of distinct names from acgate"),
+    ("audit", "reference", "tft", r"audit.reference = 'tft' .* one of acgate, .*moderated_dl"),
 ])
 def test_out_of_range_values(tmp_path, section, key, value, allowed):
     data = base()

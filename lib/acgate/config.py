@@ -105,6 +105,11 @@ def _float(v: Any) -> str | None:
     return None if isinstance(v, (int, float)) and not isinstance(v, bool) else "a number"
 
 
+def _method_list(v: Any) -> str | None:
+    ok = isinstance(v, (list, tuple)) and all(m in METHODS for m in v) and len(set(v)) == len(v)
+    return None if ok else "empty, or a list of distinct names from " + ", ".join(METHODS)
+
+
 def _int(v: Any) -> str | None:
     return None if isinstance(v, int) and not isinstance(v, bool) else "an integer"
 
@@ -263,7 +268,7 @@ class AuditConfig:
     heterogeneity_comparators: tuple = _param((), "calibrated L1: methods the reference must beat on held-out loss; "
                                               "empty: the reference family's shared-lag and shuffled-proxy twins "
                                               "(no_ac_encoder and shuffled_proxies for AC-GATE, shared_dl and "
-                                              "shuffled_dl for the moderated distributed lag)", _names(0))
+                                              "shuffled_dl for the moderated distributed lag)", _method_list)
     l3_min_spearman: float = _param(0.8, "L3 supported needs mean Spearman(k*, lag centre) at least this",
                                     _unit_interval)
     reference: str = _param("acgate", "the method whose verdicts come first (verdicts.json's verdicts); the audit "
