@@ -377,3 +377,18 @@ def test_the_classical_model_can_be_the_reference(tmp_path, params):
     assert (mine.mean_loss_diff.drop("persistence") > 0).all()  # it forecasts best of the four
     result.write(tmp_path / "out")
     assert json.loads((tmp_path / "out" / "verdicts.json").read_text())["reference"] == "moderated_dl"
+
+
+def test_an_untestable_stratifier_is_not_claimed_not_ruled_out(tmp_path, params, monkeypatch):
+    """A stratifier without spread (the panel refuses it now; a hand-edited stratifiers.csv once slipped through)
+    leaves L2 without a test although k* spreads: that says nothing about the lags, so L2 is not claimed under both
+    rule sets; only a k* degenerate in every seed rules it out."""
+    make_domain(tmp_path, "flat", range(3), ["acgate"], recovering)
+    for seed in range(3):
+        path = tmp_path / "data" / "processed" / "flat" / f"seed{seed:02d}" / "stratifiers.csv"
+        table = pd.read_csv(path)
+        table.drop(columns="noise").assign(latent_z=1.0).to_csv(path, index=False)
+    monkeypatch.setattr(Panel, "validate", lambda self: None)  # as a panel saved before the check loads
+    result = audit.audit_domain(params("flat"), tmp_path / "runs", tmp_path / "data", 3, ["acgate"])
+    for found in (result.verdicts, result.verdicts_paper):
+        assert found["L2"]["verdict"] == "not claimed" and "not testable: latent_z" in found["L2"]["evidence"]

@@ -158,3 +158,15 @@ def test_real_domains_keep_the_papers_entity_counts(domain, kept, raw_dir):
     assert len(out.panel.times) == {"economics": 44, "energy": 28}[domain]
     assert not out.report.kept.all() and (out.report.reason != "").all()
     assert np.isfinite(out.panel.X).all() and np.isfinite(out.panel.P).all()
+
+
+def test_a_stratifier_without_spread_is_refused_naming_it():
+    """A stratifier that is the same for every entity (or has no value) cannot order entities; L2 would have called it
+    "ruled out" as if k* were degenerate, so prep stops with its name and the fix, and so does loading such a panel."""
+    with pytest.raises(prep.PrepError, match=r"toy.csv: panel.stratifiers: stratifier 'mean_s' is the same for "
+                                             r"every entity, .*drop it from data.stratifiers"):
+        prep.prepare(frame().assign(s=1.0), params(), "toy.csv")
+    panel = prep.prepare(frame(), params(), "toy.csv").panel
+    panel.stratifiers["mean_s"] = np.nan
+    with pytest.raises(PanelError, match=r"stratifier 'mean_s' has no value"):
+        panel.validate()

@@ -79,6 +79,12 @@ class Panel:
         if flat:
             raise PanelError(f"panel.P: proxy '{flat[0]}' is the same for every entity, so it cannot condition "
                              "the lag gate; drop it from the proxies")
+        for name in self.stratifiers.columns:
+            values = self.stratifiers[name].dropna()
+            if values.nunique() < 2:
+                raise PanelError(f"panel.stratifiers: stratifier '{name}' "
+                                 f"{'has no value' if values.empty else 'is the same for every entity'}, so it cannot "
+                                 "order entities and L2 could not test it; drop it from data.stratifiers")
         if not self.times[0] < self.val_start < self.test_start <= self.times[-1]:
             raise PanelError(f"split: need {self.times[0]} < val_start ({self.val_start}) < test_start "
                              f"({self.test_start}) <= {self.times[-1]} (the panel's time range)")

@@ -27,7 +27,7 @@ from acgate import sources
 from acgate.config import Params, check_lag_fits
 from acgate.dgp import load_or_simulate
 from acgate.layout import panel_dir
-from acgate.panel import Panel
+from acgate.panel import Panel, PanelError
 from acgate.runs import atomic_write, write_json
 
 SUMMARIES = ("mean", "trend", "first", "last")
@@ -155,8 +155,11 @@ def prepare(frame: pd.DataFrame, params: Params, source: str) -> Prepared:
     complete = wide[[data.target, *data.features]].notna().all(axis=1)  # target and every feature observed
     coverage = pd.DataFrame({"all entities": complete.groupby(level="time").mean(),
                              "kept entities": complete.loc[list(kept)].groupby(level="time").mean()})
-    return Prepared(panel=_build_panel(kept, summaries, times, params), report=pd.DataFrame(report),
-                    coverage=coverage)
+    try:
+        panel = _build_panel(kept, summaries, times, params)
+    except PanelError as err:  # a contract of the panel as a whole, e.g. a stratifier without spread
+        raise PrepError(f"{source}: {err}") from None
+    return Prepared(panel=panel, report=pd.DataFrame(report), coverage=coverage)
 
 
 def _check_window(frame: pd.DataFrame, params: Params, source: str) -> None:

@@ -121,12 +121,13 @@ def _paper_l2(cfg: AuditConfig, l2_summary: pd.DataFrame, has_stratifiers: bool)
     a = cfg.alpha
     rule = (f"paper: supported when some stratifier not circular with any single proxy has Fisher p < {a}, at "
             f"least half the seeds with permutation p < {a}, and (where every seed has the same entities) "
-            f"seed-pooled p < {a}; ruled out when every seed is L1-degenerate; else not certified")
+            f"seed-pooled p < {a}; ruled out when every seed is L1-degenerate; not claimed without a testable "
+            "stratifier; else not certified")
     summary = l2_summary[l2_summary.method == cfg.reference] if not l2_summary.empty else l2_summary
     if not has_stratifiers:
         return cell("not claimed", rule, "no stratifiers")
     if summary.empty or summary.seeds_tested.sum() == 0:
-        return cell("ruled out", rule, "every seed L1-degenerate: nothing to stratify")
+        return _nothing_tested(summary, rule)
     passes = summary[(summary.fisher_p < a) & (summary.share_p_below_alpha >= 0.5)
                      & ~(summary.pooled_p >= a)]  # pooled p NaN (not applicable) does not block
     clean = passes[~passes.circular]
@@ -136,6 +137,17 @@ def _paper_l2(cfg: AuditConfig, l2_summary: pd.DataFrame, has_stratifiers: bool)
     if len(passes) and clean.empty:
         evidence += "; only circular stratifiers pass"
     return cell("supported" if len(clean) else "not certified", rule, evidence)
+
+
+def _nothing_tested(summary: pd.DataFrame, rule: str) -> dict:
+    """L2 where no seed was tested: ruled out when L1 found every seed degenerate (nothing to stratify); not claimed
+    when a stratifier could not be tested at all (constant across entities or missing), which says nothing about
+    the lags."""
+    untestable = summary[(summary.seeds_tested == 0) & (summary.seeds_skipped == 0)] if len(summary) else summary
+    if len(untestable):
+        return cell("not claimed", rule, f"not testable: {', '.join(untestable.stratifier)} has no spread across "
+                    "entities (or no values) where k* has one")
+    return cell("ruled out", rule, "every seed L1-degenerate: nothing to stratify")
 
 
 def l3_verdict(cfg: AuditConfig, l3: pd.DataFrame, wilcoxon: pd.DataFrame) -> dict:
@@ -246,12 +258,12 @@ def _alignment(cfg: AuditConfig, l1_cell: dict, agreement: pd.DataFrame, l2_summ
             f"those stratifiers, p < {a} for both the entity-permutation test (seed-pooled where seeds share "
             "entities, else Fisher over independent seeds) and the test against lag-free k* (random functions of "
             "the proxies); ruled out when every seed is L1-degenerate (nothing to stratify); not claimed without "
-            "stratifiers; else not certified")
+            "a testable stratifier; else not certified")
     if not has_stratifiers:
         return cell("not claimed", rule, "no stratifiers")
     summary = l2_summary[l2_summary.method == cfg.reference] if not l2_summary.empty else l2_summary
     if summary.empty or summary.seeds_tested.sum() == 0:
-        return cell("ruled out", rule, "every seed L1-degenerate: nothing to stratify")
+        return _nothing_tested(summary, rule)
     evidence = "; ".join(_stratifier_evidence(r, cfg) for r in summary.itertuples())
     mine = agreement[agreement.method == cfg.reference] if not agreement.empty else agreement
     blockers = []
