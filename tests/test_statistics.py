@@ -194,3 +194,10 @@ def test_spearman_is_scipys_to_the_bit():
         assert statistics.spearman(b, b[::-1] + a) == stats.spearmanr(b, b[::-1] + a).statistic
     assert np.isnan(statistics.spearman(np.ones(5), np.arange(5.0)))
     assert np.isnan(statistics.spearman(np.array([1.0, np.nan, 3.0]), np.arange(3.0)))
+
+
+def test_pairs_that_all_differ_alike_are_no_replicates():
+    assert statistics.unreplicated(np.full(20, 0.003)) and not statistics.unreplicated(np.array([0.003]))
+    assert not statistics.unreplicated(np.array([0.003, 0.004]))
+    row = statistics.paired_wilcoxon(pd.Series([1.0, 2.0, 3.0]), pd.Series([0.5, 1.5, 2.5]))
+    assert np.isnan(row["p"]) and "replicate nothing" in row["note"]

@@ -243,7 +243,7 @@ def heldout_comparisons(scored: pd.DataFrame, cfg: AuditConfig) -> pd.DataFrame:
             entity_better, entity_worse = statistics.entity_bootstrap(entity_diff.to_numpy(), cfg.bootstrap, rng)
             # two deterministic fits on one panel (the classical models on a real panel) differ by the same amount in
             # every seed: the seeds replicate nothing, and only the entities carry uncertainty
-            replicated = not (len(seed_diff) > 1 and np.ptp(seed_diff) == 0)
+            replicated = not statistics.unreplicated(seed_diff)
             seed_better = statistics.wilcoxon_greater(seed_diff) if replicated else np.nan
             seed_worse = statistics.wilcoxon_greater(-seed_diff) if replicated else np.nan
             rows.append({"reference": cfg.reference, "comparator": comparator, "seeds": len(seed_diff),

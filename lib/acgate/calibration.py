@@ -45,7 +45,7 @@ from acgate.layout import audit_dir, method_dir, panel_dir
 from acgate.panel import SPLITS, Panel
 from acgate.runner import run_method
 from acgate.runs import atomic_write, manifest, write_json
-from acgate.verdicts import LAYERS
+from acgate.verdicts import FAMILIES, LAYERS
 
 MODERATOR_NOISE_SD = 0.12  # sd of the noise on the moderator z ~ U(0, 1) in the stratifier noisy_moderator
 SHUFFLE_SALT = 15_485_863  # the shuffled_proxies scenario's permutation, apart from the comparator method's
@@ -92,8 +92,9 @@ def draw_panel(name: str, params: Params, panel_seed: int) -> Panel:
     return panel
 
 
-LAG_FREE_ROLES = {"acgate": "reference", "no_ac_encoder": "shared", "shuffled_proxies": "shuffled",
-                  "moderated_dl": "reference", "shared_dl": "shared", "shuffled_dl": "shuffled"}
+LAG_FREE_ROLES = {method: role for reference, twins in FAMILIES.items()  # each family's untrained stand-ins
+                  for method, role in ((reference, "reference"), (twins.shared, "shared"),
+                                       (twins.shuffled, "shuffled"))}
 
 
 def _write_lag_free_runs(panel: Panel, params: Params, seed: int, runs_root: Path, projection: np.ndarray) -> None:

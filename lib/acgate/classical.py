@@ -148,7 +148,7 @@ class CurveFit:
 
 def fit_moderated(d: Design, q: np.ndarray) -> CurveFit:
     """The pooled moderated distributed lag on moderators q (N, Q), for the :class:`Design` of one basis size."""
-    n, _, n_feat, size = d.U.shape
+    n_feat, size = d.U.shape[2:]
     Z = interactions(d.U, q)
     penalised = np.tile(np.arange(q.shape[1]) > 0, n_feat * size)  # the interactions, not the shared curve
     best = None

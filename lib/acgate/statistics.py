@@ -136,12 +136,19 @@ def paired_wilcoxon(values: pd.Series, reference: pd.Series) -> dict:
         row["note"] = "no common seeds"
     elif (diff == 0).all():
         row["note"] = "identical on every seed"
-    elif len(both) > 1 and np.ptp(diff) == 0:
+    elif unreplicated(diff.to_numpy()):
         row["note"] = "the same difference on every seed (deterministic fits on one panel): the seeds replicate nothing"
     else:
         test = stats.wilcoxon(both.m, both.r)
         row.update(W=float(test.statistic), p=float(test.pvalue))
     return row
+
+
+def unreplicated(diff: np.ndarray) -> bool:
+    """True when every pair differs by the same amount (two deterministic fits on one shared panel): the pairs are
+    then no replicates, and a test over them measures nothing."""
+    diff = np.asarray(diff, dtype=float)
+    return len(diff) > 1 and np.ptp(diff) == 0
 
 
 def hodges_lehmann(diff: np.ndarray) -> float:
