@@ -6,11 +6,12 @@
 #                         audits (04_audit), the report (05_report: tables/, figures/) and the HTML view of every
 #                         executed notebook (runs/html/index.html); it names the domains it skipped and why
 #   make quick            the same grid with 3 seeds into runs/quick/ (its panels, tables and figures too), and a small
-#                         audit calibration (2 replicates a trained scenario, 5 of the lag-free control)
+#                         audit calibration (2 replicates a scenario)
 #   make scenarios        the paper grid and the three synthetic scenarios a linear-in-proxies moderated distributed lag
 #                         cannot represent (interaction, non-monotone lags, a threshold driver), 20 seeds each, with the
 #                         tables and figures of all of them (about 8 minutes more than make paper on 2 cores)
-#   make calibrate        only the audit calibration (06_audit_calibration: tables/audit_calibration.*, its figure)
+#   make calibrate        only the audit calibration, measured again (06_audit_calibration: tables/audit_calibration.*,
+#                         its figure; about 40 minutes on 2 cores; make paper keeps one of the current rules)
 #   make dry-run          list the jobs `make paper` would run, and why, without running them
 #   make unlock           release the workflow's lock after a hard kill or power loss, then rerun `make paper`
 #   make bench            speed and memory benchmark (one thread per run; CUDA too when present): prints its figures
@@ -45,7 +46,7 @@ LAB_OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.d/acgate.json
 # 500/5s's passes; the price is up to 20 s more at the end of a run (its last timer is waited for)
 SNAKEMAKE = $(VENV)/bin/snakemake --snakefile workflow/Snakefile --cores $(JOBS) --rerun-incomplete --keep-going \
 	--max-jobs-per-timespan 500/20s $(if $(SNAKEMAKE_PROFILE),--profile $(SNAKEMAKE_PROFILE))
-QUICK := seeds=3 runs_dir=runs/quick calibration_replicates=2 calibration_lag_free_replicates=5
+QUICK := seeds=3 runs_dir=runs/quick calibration_negative_replicates=2 calibration_positive_replicates=2
 
 .PHONY: setup paper scenarios quick calibrate dry-run unlock bench data example test lint lab notebooks clean-runs
 
@@ -68,7 +69,7 @@ quick: setup
 	$(SNAKEMAKE) --config $(QUICK) $(CONFIG)
 
 calibrate: setup
-	$(SNAKEMAKE) calibrate $(if $(CONFIG),--config $(CONFIG))
+	$(SNAKEMAKE) calibrate --forcerun calibrate $(if $(CONFIG),--config $(CONFIG))
 
 dry-run: setup
 	$(SNAKEMAKE) --dry-run --quiet rules $(if $(CONFIG),--config $(CONFIG))

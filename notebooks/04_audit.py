@@ -77,15 +77,18 @@ else:
 # %% [markdown]
 # ## Verdicts
 # One line per layer for each reference (AC-GATE, and the moderated distributed lag where it ran): the calibrated
-# verdict, and the paper rule's beside it; then AC-GATE against the classical model. The verdicts depend only on the
-# runs, so re-executing this notebook must print the same (nbval checks this cell). Warnings say where the number of
-# seeds cannot reach alpha, or where a test measures less than it seems to.
+# verdict, and the paper rule's beside it; then whether the entities' lags differ at all, whatever the proxies say
+# (per-entity F-tests of lag-curve shape, apart from the layers), and AC-GATE against the classical model. The
+# verdicts depend only on the runs and the panels, so re-executing this notebook must print the same (nbval checks
+# this cell). Warnings say where the number of seeds cannot reach alpha for a layer, where lags pile up at the
+# window's edge, or where a test measures less than it seems to.
 
 # %%
 # NBVAL_CHECK_OUTPUT
 for reference, found in result.verdicts_by_reference.items():
     for layer, cell in found["calibrated"].items():
         print(f"{reference:12s} {layer}: {cell['verdict']:13s} (paper rule: {found['paper'][layer]['verdict']})")
+print(f"lags differ: {result.lags_differ['verdict']} ({result.lags_differ['reading']})")
 for classical, line in result.neural_vs_classical_verdict.items():
     for aspect, outcome in line.items() if classical != "rule" else ():
         if aspect != "evidence":
@@ -109,12 +112,13 @@ pd.concat({(reference, rule): pd.DataFrame(found[rule]).T for reference, found i
 result.neural_vs_classical.round(4) if not result.neural_vs_classical.empty else "the classical model did not run"
 
 # %% [markdown]
-# ## Held-out evidence: does the proxy-conditioned gate matter?
+# ## Held-out evidence: do the proxies hold the lags?
 # Each reference's test loss against every comparator's on the same test rows: `mean_loss_diff` is comparator minus
 # reference (positive: the reference is better), with one-sided p-values over seeds (paired Wilcoxon) and over
 # entities (block bootstrap), and Holm-adjusted p over the comparators. The calibrated L1 needs AC-GATE to beat the
-# shared gate (No-AC-Encoder) and the gate trained on shuffled proxies, and the moderated distributed lag to beat
-# its shared-lag (shared_dl) and shuffled-proxy (shuffled_dl) twins. Below it, the seed-to-seed Spearman of each
+# shared gate (No-AC-Encoder), the gate trained on shuffled proxies and the Proxy Shared-Gate (one gate for all, the
+# proxies free to set everything else), and the moderated distributed lag to beat its shared-lag (shared_dl),
+# shuffled-proxy (shuffled_dl) and proxy-scaled (proxy_scaled_dl) twins. Below it, the seed-to-seed Spearman of each
 # method's k* where seeds share entities: a k* ordering that changes with the seed supports no statement about
 # which entities have longer lags.
 
@@ -123,13 +127,23 @@ display(result.heldout.round(4))
 result.seed_agreement.round(3)
 
 # %% [markdown]
+# ## Do the lags differ at all, whatever the proxies say?
+# Per panel (one per seed where seeds draw their own, else one), each entity's own distributed-lag curves against the
+# pooled curve shape scaled for it (F-tests on the training and validation targets), combined by Fisher's method.
+# Supported while L1 is not: the lags differ, but the proxies do not explain them.
+
+# %%
+display(result.lag_shapes.round(4))
+print(result.lags_differ["verdict"], "-", result.lags_differ["reading"])
+
+# %% [markdown]
 # ## L0 and L1: forecasts and the spread of k*, mean (sd) over seeds
 # `persistence` (y_hat_t = y_{t-1}) is the floor any forecasting claim must be read against.
 
 # %%
 layers = result.l0.merge(result.l1, on=["seed", "method"], how="left")  # persistence has no k*
 over_seeds(layers, ["mse", "r2_by_time", "r2_pooled", "kstar_sd"]).join(
-    layers.groupby("method", sort=False)[["degenerate_paper", "degenerate_practical"]].mean())
+    layers.groupby("method", sort=False)[["degenerate_paper", "degenerate_practical", "share_at_window_edge"]].mean())
 
 # %% [markdown]
 # ## L2: stratifier alignment
@@ -138,8 +152,9 @@ over_seeds(layers, ["mse", "r2_by_time", "r2_pooled", "kstar_sd"]).join(
 # false where seeds share entities), sign consistency, and the seed-pooled test where every seed has the same
 # entities. `circular` marks a stratifier that (nearly) duplicates one model proxy (the paper rule);
 # `circular_joint` one whose ranks all proxies together predict (`proxy_r_joint`, the calibrated rule).
-# `lag_free_p` asks whether k* aligns with the stratifier more than lag-free k* (random functions of the proxies)
-# would, and `p_holm` is the calibrated rule's p, Holm-adjusted over the non-circular stratifiers.
+# `alignment_p` is the calibrated rule's permutation p and `p_holm` the same, Holm-adjusted over the non-circular
+# stratifiers; `beyond_lag_free` says whether k* aligns with the stratifier at least as closely as the median
+# lag-free k* (random functions of the proxies, `alignment_lag_free_median`), and `lag_free_p` how far beyond it.
 
 # %%
 result.l2_summary.round(4) if not result.l2_summary.empty else "no stratifiers"

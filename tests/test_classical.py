@@ -165,3 +165,70 @@ def test_run_folder_and_the_shared_permutation(smoke_params, tmp_path):
     permutation = {m: json.loads((folder / m / "manifest.json").read_text())["panel"]["shuffled_proxies_permutation"]
                    for m in ("shuffled_dl", "shuffled_proxies")}
     assert permutation["shuffled_dl"] == permutation["shuffled_proxies"]
+
+
+def calibration_panel(name, seed):
+    from acgate import calibration
+
+    params = load_params(ROOT / "params" / "audit_calibration.yaml")
+    return params, calibration.draw_panel(name, params, seed)
+
+
+def test_proxy_scaled_curves_share_one_shape_and_nest_the_shared_curve():
+    """proxy_scaled_dl on a panel whose proxies set the lagged effect's size: every entity's curve is its scale times
+    one shape (rank one across entities), and the fit is at least as good on the training targets as the shared
+    curve it starts from, and as the moderated model's validation choice allows."""
+    params, panel = calibration_panel("effect_size", 7)
+    scaled = classical.fit_classical(panel, params, "proxy_scaled_dl")
+    shared = classical.fit_classical(panel, params, "shared_dl")
+    curves = scaled.curves[:, 0, :]  # (N, K), one feature
+    assert np.linalg.svd(curves, compute_uv=False)[1] < 1e-6 * np.linalg.svd(curves, compute_uv=False)[0]
+    assert np.ptp(np.abs(curves).sum(axis=1)) > 0.1  # the sizes differ by entity
+    assert scaled.facts["val_mse_standardised"] <= shared.facts["val_mse_standardised"] + 1e-9
+    assert np.ptp(scaled.lag_table().kstar) < 1e-6  # one shape, one k*
+
+
+def test_entity_shape_f_test_is_statsmodels_nested_f_test():
+    """One entity's F-test of its own lag curve against the pooled shape scaled for it equals statsmodels'
+    compare_f_test of OLS y ~ 1 + U (its own curve) against y ~ 1 + U b (the shape), b the pooled shape."""
+    params, panel = calibration_panel("random_lags", 3)
+    K = params.model.max_lag
+    tests = classical.entity_shape_tests(panel, K).set_index("entity")
+    norm = Normalisers.fit(panel)
+    windows = classical.lag_windows(norm.X.transform(panel.X), K)
+    y = norm.Y.transform(panel.Y)[:, K:]
+    rows = np.isin(panel.target_split(K), ("train", "val"))
+    U = np.einsum("nsfk,kj->nsfj", windows, classical.lag_basis(K, classical.HETEROGENEITY_BASIS))[:, rows, 0, :]
+    # the pooled shape as the procedure finds it: refit it here by the same alternating least squares
+    shape = _pooled_shape(U, y[:, rows])
+    for i in (0, 17, 42):
+        full = sm.OLS(y[i, rows], sm.add_constant(U[i])).fit()
+        restricted = sm.OLS(y[i, rows], sm.add_constant(U[i] @ shape)).fit()
+        f, p, df = full.compare_f_test(restricted)
+        row = tests.loc[panel.entities[i]]
+        assert df == row.df_extra and full.df_resid == row.df_residual
+        assert f == pytest.approx(row.F, rel=1e-6) and p == pytest.approx(row.p, rel=1e-6)
+
+
+def _pooled_shape(U, y):
+    """The shared shape of y_it = a_i + s_i U_it b by alternating least squares, written out with statsmodels OLS."""
+    n = len(U)
+    Uc = U - U.mean(axis=1, keepdims=True)
+    yc = y - y.mean(axis=1, keepdims=True)
+    b = sm.OLS(yc.reshape(-1), Uc.reshape(-1, U.shape[-1])).fit().params
+    for _ in range(classical.HETEROGENEITY_ROUNDS):
+        b = b / np.linalg.norm(b)
+        s = np.array([sm.OLS(yc[i], Uc[i] @ b).fit().params[0] for i in range(n)])
+        b = sm.OLS(yc.reshape(-1), (s[:, None, None] * Uc).reshape(-1, U.shape[-1])).fit().params
+    return b
+
+
+@pytest.mark.parametrize(("scenario", "differ"), [("random_lags", True), ("linear", True), ("effect_size", False),
+                                                  ("homogeneous_lags", False), ("noise_scale", False)])
+def test_lags_differ_whatever_the_proxies_say(scenario, differ):
+    """The shape test finds lags that differ, with or without the proxies' help, and not a shared lag whose size or
+    noise the proxies set (one panel each; tables/audit_calibration has the rates over 50 or 30)."""
+    params, panel = calibration_panel(scenario, 11)
+    found = classical.shape_heterogeneity(panel, params.model.max_lag)
+    assert found["entities"] == panel.n_entities
+    assert (found["p"] < 0.05) == differ, found

@@ -93,6 +93,11 @@ def test_ablations_collapse_the_gate(smoke_params):
     assert (uniform.omega == 1.0 / cfg.max_lag).all()
     full = make(cfg, "acgate")(x, p, s, e)
     assert not torch.allclose(full.omega[0], full.omega[1])
+    # the proxy twin: one gate for all (the shared gate's), while z from the proxies still reaches the forecast
+    proxy = make(cfg, "proxy_shared_gate")(x, p, s, e)
+    assert (proxy.omega == no_ac.omega).all() and torch.equal(proxy.z, full.z)
+    other = make(cfg, "proxy_shared_gate")(x, p.flip(0), s, e)
+    assert (other.omega == proxy.omega).all() and not torch.allclose(other.y_hat, proxy.y_hat)
 
 
 def test_every_method_starts_from_the_same_weights(smoke_params):

@@ -121,11 +121,12 @@ def test_audit_notebook_writes_the_audit_and_reproduces(suite_runs, suite_audit,
     matrix = report.verdict_table(inputs.audits(suite_runs, ["synthetic_linear", "synthetic_nonlinear"]))
     assert list(zip(matrix.domain, matrix.reference, strict=True)) == [("synthetic_linear", "acgate"),
                                                                        ("synthetic_linear", "moderated_dl")]
-    assert list(matrix.iloc[0, 2:-2]) == [verdicts[rule][k]["verdict"] for k in ("L0", "L1", "L2", "L3")
+    assert list(matrix.iloc[0, 2:-3]) == [verdicts[rule][k]["verdict"] for k in ("L0", "L1", "L2", "L3")
                                           for rule in ("verdicts_paper", "verdicts")]
     classical = verdicts["verdicts_by_reference"]["moderated_dl"]
-    assert list(matrix.iloc[1, 2:-2]) == [classical[rule][k]["verdict"] for k in ("L0", "L1", "L2", "L3")
+    assert list(matrix.iloc[1, 2:-3]) == [classical[rule][k]["verdict"] for k in ("L0", "L1", "L2", "L3")
                                           for rule in ("paper", "calibrated")]
+    assert (matrix["lags differ"] == verdicts["lags_differ"]["verdict"]).all()
     for method in ("moderated_dl", "two_stage_dl"):
         assert matrix[f"vs {method}"].iloc[0] == verdicts["neural_vs_classical"][method]["forecast"]
         assert matrix[f"vs {method}"].iloc[1] == ""
@@ -134,8 +135,8 @@ def test_audit_notebook_writes_the_audit_and_reproduces(suite_runs, suite_audit,
 def test_summary_table_reads_the_audited_runs(suite_runs, suite_audit):
     summary = report.synthetic_summary(suite_runs, inputs.audits(suite_runs, ["synthetic_linear"])).set_index("method")
     assert list(summary.index) == ["acgate", "no_ac_encoder", "uniform_lag", "no_recon_reg", "shuffled_proxies",
-                                   "plain_lstm", "tft", "ganet", "moderated_dl", "shared_dl", "shuffled_dl",
-                                   "two_stage_dl"]
+                                   "proxy_shared_gate", "plain_lstm", "tft", "ganet", "moderated_dl", "shared_dl",
+                                   "shuffled_dl", "proxy_scaled_dl", "two_stage_dl"]
     assert summary.kstar_kind["acgate"] == "structural" and summary.kstar_kind["tft"] == "diagnostic: occlusion"
     assert np.isnan(summary.spearman_lag_centre_mean["uniform_lag"]) and summary.kstar_sd_mean["uniform_lag"] == 0
     lags = pd.read_csv(suite_runs / "synthetic_linear" / "seed00" / "acgate" / "lags.csv")

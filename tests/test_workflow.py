@@ -18,13 +18,14 @@ import psutil
 import pytest
 import yaml
 
+from acgate import calibration
 from acgate.config import load_params
 from acgate.example import write_example
 
 ROOT = Path(__file__).resolve().parents[1]
 
 SMOKE = ["profiles={synthetic: params/smoke.yaml, data: params/smoke_panel.yaml}", "seeds=2",
-         "calibration_replicates=1", "calibration_lag_free_replicates=2", "calibration_scenarios=[lag_free]"]
+         "calibration_negative_replicates=2", "calibration_positive_replicates=1", "calibration_scenarios=[lag_free]"]
 GRID = Path("runs/smoke+smoke_panel")  # the smoke profiles' grid folder: runs, panels, tables and figures
 RAW = Path(os.environ.get("ACGATE_RAW_DIR", "/nonexistent"))  # real inputs only through ACGATE_RAW_DIR
 REAL = (RAW / "pwt110.dta").is_file()
@@ -69,10 +70,30 @@ def test_dry_run_lists_the_grid(tmp_path):
 
 def test_dry_run_with_the_slurm_profile(tmp_path):
     done = snakemake(tmp_path, "-n", "--profile", str(ROOT / "workflow" / "profiles" / "slurm"),
-                     config=["seeds=20", "domains=[synthetic_linear]"])
+                     config=["seeds=20", "domains=[synthetic_linear]", "calibration_negative_replicates=3"])
     assert done.returncode == 0, done.stderr[-3000:]
     assert job_counts(done.stdout) == {"dgp": 1, "train": 4, "audit": 1, "report": 1, "calibrate": 1, "html": 1,
                                        "all": 1}
+
+
+def test_a_calibration_of_the_current_rules_is_kept_and_a_stale_one_is_not(tmp_path):
+    """A calibration in the grid's tables folder measured under the current rules and settings is kept (no calibrate
+    job, and the workflow says so); one measured under other rules is run again, and the workflow says why."""
+    config = [*SMOKE, "domains=[synthetic_linear]", "runs_dir=runs/cal", "calibration_negative_replicates=3",
+              "calibration_positive_replicates=2"]
+    tables = tmp_path / "runs" / "cal" / "tables"  # a grid whose runs folder is not runs/ keeps its tables there
+    tables.mkdir(parents=True)
+    (tables / "audit_calibration.csv").write_text("scenario\nlag_free\n")
+    params = load_params(ROOT / "params" / "audit_calibration.yaml")
+    calibration.write_record(tables, params, ["lag_free"], 3, 2, minutes=0.1, workers=1)
+    kept = snakemake(tmp_path, "-n", config=config)
+    assert kept.returncode == 0, kept.stderr[-3000:]
+    assert "calibrate" not in job_counts(kept.stdout) and "measured the current rules" in kept.stderr
+    record = json.loads((tables / calibration.RECORD).read_text())
+    (tables / calibration.RECORD).write_text(json.dumps({**record, "rules_version": record["rules_version"] - 1}))
+    stale = snakemake(tmp_path, "-n", config=config)
+    assert job_counts(stale.stdout)["calibrate"] == 1
+    assert f"the rules are now version {record['rules_version']}" in stale.stderr, stale.stderr[-2000:]
 
 
 def test_a_domain_without_its_inputs_is_skipped_with_the_reason(tmp_path):

@@ -36,6 +36,7 @@ import pandas as pd
 
 from acgate import sources, statistics, verdicts
 from acgate.baselines import persistence
+from acgate.classical import shape_heterogeneity
 from acgate.config import AuditConfig, Params
 from acgate.layout import RUN_FILES, method_dir, panel_dir, run_folders
 from acgate.metrics import TRUTHS, forecast_metrics, l3_recovery
@@ -295,10 +296,12 @@ class AuditResult:
     seed_agreement: pd.DataFrame
     kstar_by_entity: pd.DataFrame
     neural_vs_classical: pd.DataFrame  # AC-GATE against the moderated distributed lag (empty unless both ran)
+    lag_shapes: pd.DataFrame  # whether the entities' lags differ at all, per panel (see lag_shapes)
     verdicts: dict  # the calibrated verdicts of config.reference
     verdicts_paper: dict  # the paper rules' verdicts of config.reference
     verdicts_by_reference: dict = field(default_factory=dict)  # reference -> {"calibrated": ..., "paper": ...}
     neural_vs_classical_verdict: dict = field(default_factory=dict)  # see comparison_verdict
+    lags_differ: dict = field(default_factory=dict)  # verdicts.lags_differ_verdict: a cell apart from the layers
     excluded: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=EXCLUDED_COLUMNS))
     kind: str = "synthetic"  # Params.kind: "synthetic", "data" or "proxy_shuffle" (from the params, not the name)
     shared_entities: bool = False
@@ -313,17 +316,21 @@ class AuditResult:
                    {"domain": self.domain, "kind": self.kind, "reference": self.config.reference,
                     "verdicts": self.verdicts, "verdicts_paper": self.verdicts_paper,
                     "verdicts_by_reference": self.verdicts_by_reference,
-                    "neural_vs_classical": self.neural_vs_classical_verdict, "shared_entities": self.shared_entities,
+                    "neural_vs_classical": self.neural_vs_classical_verdict, "lags_differ": self.lags_differ,
+                    "shared_entities": self.shared_entities,
                     "problems": self.problems, "excluded_runs": self.excluded.to_dict("records"),
                     "audit": dataclasses.asdict(self.config)})
 
     def warnings(self) -> list[str]:
-        """Every warning the calibrated verdicts carry, once."""
-        return list(dict.fromkeys(w for c in self.verdicts.values() for w in c.get("warnings", [])))
+        """Every warning the verdicts carry (both rule sets, every reference), once, each with where it applies."""
+        return list(dict.fromkeys(f"{reference} {layer} ({rule} rule): {w}"
+                                  for reference, found in self.verdicts_by_reference.items()
+                                  for rule in ("calibrated", "paper") for layer, c in found[rule].items()
+                                  for w in c.get("warnings", [])))
 
 
 AUDIT_TABLES = ("l0", "l1", "l2", "l2_summary", "l3", "wilcoxon", "heldout", "seed_agreement", "kstar_by_entity",
-                "neural_vs_classical")
+                "neural_vs_classical", "lag_shapes")
 
 
 def read_audit(directory: Path) -> AuditResult:
@@ -334,7 +341,7 @@ def read_audit(directory: Path) -> AuditResult:
     def table(name: str) -> pd.DataFrame:
         try:
             return sources.read_csv_ids(directory / f"{name}.csv", ["entity"])
-        except pd.errors.EmptyDataError:
+        except (pd.errors.EmptyDataError, FileNotFoundError):  # empty, or from before the table existed
             return pd.DataFrame()
 
     audit = {k: tuple(v) if isinstance(v, list) else v for k, v in meta["audit"].items()}
@@ -343,6 +350,7 @@ def read_audit(directory: Path) -> AuditResult:
                        verdicts_by_reference=meta.get("verdicts_by_reference") or {  # an audit from before the
                            audit["reference"]: {"calibrated": meta["verdicts"], "paper": meta["verdicts_paper"]}},
                        neural_vs_classical_verdict=meta.get("neural_vs_classical", {}),
+                       lags_differ=meta.get("lags_differ", {}),
                        excluded=pd.DataFrame(meta["excluded_runs"], columns=EXCLUDED_COLUMNS), kind=meta["kind"],
                        shared_entities=meta["shared_entities"], problems=meta["problems"])
 
@@ -403,7 +411,8 @@ def _seed_pooled(runs: list[Run], l2: pd.DataFrame, info: dict[int, EntityInfo],
                  stratifier: str, cfg: AuditConfig) -> dict:
     """Permutation and lag-free tests of the seed-mean k* per entity; only meaningful when every seed has the same
     entities and stratifier values (real panels), since seeds are not independent draws of entities."""
-    out = {"pooled_rho": np.nan, "pooled_p": np.nan, "pooled_lag_free_p": np.nan, "pooled_note": ""}
+    out = {"pooled_rho": np.nan, "pooled_p": np.nan, "pooled_lag_free_p": np.nan,
+           "pooled_lag_free_median_abs_rho": np.nan, "pooled_note": ""}
     tested = set(l2.loc[(l2.method == method) & (l2.stratifier == stratifier) & l2.rho.notna(), "seed"])
     frames = [info[r.seed].stratifiers[stratifier] for r in runs if r.method == method and r.seed in tested]
     if len(frames) < 2:
@@ -415,7 +424,8 @@ def _seed_pooled(runs: list[Run], l2: pd.DataFrame, info: dict[int, EntityInfo],
     kstar, values, proxies = _aligned(kstar, info[min(tested)], stratifier)
     rng = np.random.default_rng([cfg.permutation_seed, 10_000])
     out["pooled_rho"], out["pooled_p"] = statistics.permutation_spearman(kstar, values, cfg.permutations, rng)
-    out["pooled_lag_free_p"] = statistics.lag_free_p(kstar, values, proxies, cfg.permutations, rng)[1]
+    out["pooled_lag_free_median_abs_rho"], out["pooled_lag_free_p"] = statistics.lag_free_p(
+        kstar, values, proxies, cfg.permutations, rng)
     return out
 
 
@@ -445,13 +455,15 @@ def _l2_summary(runs, l2, info, proxy_names: set[str], cfg: AuditConfig, shared:
             "alignment_rho": pooled["pooled_rho"] if shared else tested.rho.median(),
             "alignment_p": pooled["pooled_p"] if shared else fisher_p,
             "lag_free_p": pooled["pooled_lag_free_p"] if shared else statistics.fisher_combined(tested.lag_free_p),
+            "alignment_lag_free_median": (pooled["pooled_lag_free_median_abs_rho"] if shared
+                                          else tested.lag_free_median_abs_rho.median()),
         }
-        row["p_calibrated"] = max(row["alignment_p"], row["lag_free_p"])
+        row["beyond_lag_free"] = bool(abs(row["alignment_rho"]) >= row["alignment_lag_free_median"])
         rows.append(row)
     summary = pd.DataFrame(rows)
     summary["p_holm"] = np.nan
     for _, g in summary[~summary.circular_joint].groupby("method"):
-        adjusted = statistics.holm(dict(zip(g.index, g.p_calibrated, strict=True)))
+        adjusted = statistics.holm(dict(zip(g.index, g.alignment_p, strict=True)))
         summary.loc[list(adjusted), "p_holm"] = list(adjusted.values())
     return summary
 
@@ -503,25 +515,47 @@ def audit_domain(params: Params, runs_root: Path, data_root: Path, seeds: int = 
     l3 = _l3(runs)
     audited = {r.method for r in runs}
     references = [r for r in dict.fromkeys((cfg.reference, *verdicts.REFERENCES)) if r == cfg.reference or r in audited]
-    # audit.heterogeneity_comparators names the comparators of audit.reference; the other reference takes its twins
-    configs = {r: cfg if r == cfg.reference else dataclasses.replace(cfg, reference=r, heterogeneity_comparators=())
-               for r in references}
     wilcoxon = pd.concat([_wilcoxon(l0, l3, r) for r in references], ignore_index=True)
-    heldout = pd.concat([heldout_comparisons(scored, configs[r]) for r in references], ignore_index=True)
+    heldout = pd.concat([heldout_comparisons(scored, reference_config(cfg, r)) for r in references],
+                        ignore_index=True)
     agreement = seed_agreement_table(runs, shared)
-    by_reference = {r: {"calibrated": _with_exclusions(verdicts.calibrated_verdicts(
-                            c, l1, heldout, agreement, l2_summary, l3, wilcoxon, not l2.empty, shared), excluded),
-                        "paper": verdicts.paper_verdicts(c, l1, l2_summary, l3, wilcoxon, not l2.empty)}
-                    for r, c in configs.items()}
     columns = ["entity", "seed", "method", "kstar", "kstar_kind", "kstar_true"]
     kstar_by_entity = pd.concat([r.lags.reindex(columns=columns).assign(seed=r.seed, method=r.method)
                                  for r in runs], ignore_index=True)[columns]
     comparison = neural_vs_classical(heldout, l3, cfg)
-    return AuditResult(
+    result = AuditResult(
         params.domain, cfg, l0, l1, l2, l2_summary, l3, wilcoxon, heldout, agreement, kstar_by_entity, comparison,
-        verdicts=by_reference[cfg.reference]["calibrated"], verdicts_paper=by_reference[cfg.reference]["paper"],
-        verdicts_by_reference=by_reference, neural_vs_classical_verdict=comparison_verdict(comparison, cfg),
-        excluded=excluded, kind=params.kind, shared_entities=shared, problems=_problems(runs, excluded))
+        lag_shapes(panels, params.model.max_lag, shared), verdicts={}, verdicts_paper={},
+        neural_vs_classical_verdict=comparison_verdict(comparison, cfg), excluded=excluded, kind=params.kind,
+        shared_entities=shared, problems=_problems(runs, excluded))
+    result.verdicts_by_reference = judge(result, cfg, references)
+    result.verdicts = result.verdicts_by_reference[cfg.reference]["calibrated"]
+    result.verdicts_paper = result.verdicts_by_reference[cfg.reference]["paper"]
+    result.lags_differ = verdicts.lags_differ_verdict(cfg, result.lag_shapes, result.verdicts["L1"])
+    return result
+
+
+def reference_config(cfg: AuditConfig, reference: str) -> AuditConfig:
+    """The audit settings under which ``reference`` is judged: ``cfg`` for ``audit.reference``, whose
+    heterogeneity_comparators it names; the other reference takes its own family's twins."""
+    return cfg if reference == cfg.reference else dataclasses.replace(cfg, reference=reference,
+                                                                      heterogeneity_comparators=())
+
+
+def judge(result: AuditResult, cfg: AuditConfig, references: list[str] | None = None) -> dict:
+    """Both rule sets' verdicts for each reference (default: those ``result`` has) from its tables, under ``cfg``
+    (the calibration judges the same audit again with audit.practical_sd at zero)."""
+    references = references or list(result.verdicts_by_reference)
+    tested = not result.l2.empty
+    out = {}
+    for reference in references:
+        c = reference_config(cfg, reference)
+        cells = verdicts.calibrated_verdicts(c, result.l1, result.heldout, result.seed_agreement, result.l2_summary,
+                                             result.l3, result.wilcoxon, tested, result.shared_entities)
+        out[reference] = {"calibrated": _with_exclusions(cells, result.excluded),
+                          "paper": verdicts.paper_verdicts(c, result.l1, result.l2_summary, result.l3,
+                                                           result.wilcoxon, tested)}
+    return out
 
 
 NEURAL = "acgate"
@@ -604,12 +638,35 @@ def _problems(runs: list[Run], excluded: pd.DataFrame) -> list[str]:
 
 
 def _l1(runs: list[Run], cfg: AuditConfig) -> pd.DataFrame:
-    """L1: the spread of k* across entities per seed and method, against the paper's epsilon and the practical sd."""
+    """L1: the spread of k* across entities per seed and method, against the paper's epsilon and the practical sd;
+    and the share of entities whose largest lag weight sits on the window's last lag K (lags that may reach past
+    the window; NaN without a lag profile)."""
     l1 = pd.DataFrame([{"seed": r.seed, "method": r.method, "kstar_kind": r.lags.kstar_kind.iloc[0],
-                        "kstar_sd": float(r.lags.kstar.std(ddof=0))} for r in runs])
+                        "kstar_sd": float(r.lags.kstar.std(ddof=0)), "share_at_window_edge": _at_edge(r.lags)}
+                       for r in runs])
     l1["degenerate_paper"] = l1.kstar_sd <= cfg.epsilon
     l1["degenerate_practical"] = l1.kstar_sd <= cfg.practical_sd
     return l1
+
+
+def _at_edge(lags: pd.DataFrame) -> float:
+    """Share of entities whose lag profile omega_1..omega_K (K >= 2) is largest at lag K; NaN without one."""
+    omega = lags.filter(regex=r"^omega_\d+$").to_numpy(dtype=float)
+    usable = np.isfinite(omega).all(axis=1) & (omega.sum(axis=1) > 0) if omega.size else np.zeros(0, bool)
+    if omega.shape[1] < 2 or not usable.any():
+        return float("nan")
+    return float(np.mean(np.argmax(omega[usable], axis=1) == omega.shape[1] - 1))
+
+
+def lag_shapes(panels: dict[int, Panel], max_lag: int, shared: bool) -> pd.DataFrame:
+    """Whether the entities' lags differ at all, whatever the proxies say (:func:`acgate.classical.shape_heterogeneity`
+    on each panel's data): one row per seed's panel, or one for all where the seeds share their panel."""
+    tested = dict(list(panels.items())[:1]) if shared else panels
+    return pd.DataFrame([{"seed": seed, **shape_heterogeneity(panel, max_lag)}
+                         for seed, panel in tested.items()], columns=LAG_SHAPE_COLUMNS)
+
+
+LAG_SHAPE_COLUMNS = ["seed", "entities", "p", "share_below_05", "note"]
 
 
 def _l3(runs: list[Run]) -> pd.DataFrame:

@@ -17,7 +17,7 @@ Measures, on this machine:
   extra cells (imports, plots, tables) cost;
 - **seeds at once**: AC-GATE runs of ``--at-once`` seeds started together, one single-thread process each,
   against the same runs one after another (runs per minute; on CUDA, how far one GPU is filled by many seeds);
-- **one audit-calibration replicate** (``calibration.run_replicate``: the ``linear`` scenario's 30 fits, 15 of them
+- **one audit-calibration replicate** (``calibration.run_replicate``: the ``linear`` scenario's 40 fits, 20 of them
   neural, and its audit, ``params/audit_calibration.yaml``) in a fresh single-thread process per device: the median
   over ``--repeats`` after an untimed warm-up;
 - **the full-suite wall time** of the last ``make paper`` (from ``tables/run_manifest.json``);

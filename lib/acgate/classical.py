@@ -19,6 +19,10 @@ of degree J - 1 in k (an orthonormal basis, J chosen on validation), so a curve 
 - ``shared_dl``: the same with q(p) = [1]: one lag curve for every entity (the shared-gate twin);
 - ``shuffled_dl``: ``moderated_dl`` on proxies permuted across entities (the shuffled-proxy twin; the runner permutes
   them as for AC-GATE's ``shuffled_proxies``);
+- ``proxy_scaled_dl``: one lag-curve shape per feature for every entity, whose size (and sign) the moderators scale,
+  beta_if. = (c_f . q(p_i)) B b_f: the proxies may set the level and the size of the lagged effect, not the lags
+  (the proxy twin); fitted by alternating least squares from the shared curve, the scale's interactions ridge-
+  penalised as ``moderated_dl``'s;
 - ``two_stage_dl``: the multi-city two-stage model: stage 1 fits each entity's curve by OLS on its own training
   targets; stage 2 meta-regresses the curves on q(p_i) by multivariate GLS, with a between-entity covariance
   estimated by the method of moments (scaled by a factor chosen on validation), and shrinks each entity's curve
@@ -232,8 +236,49 @@ def fit_two_stage(d: Design, q: np.ndarray) -> CurveFit | None:
     return best[1]
 
 
+SCALED_ITERATIONS = 50  # alternating least squares of proxy_scaled_dl: at most this many rounds
+SCALED_TOLERANCE = 1e-8  # ... stopping when the training sum of squares improves by less than this share
+
+
+def fit_proxy_scaled(d: Design, q: np.ndarray) -> CurveFit:
+    """One curve shape b_f (J,) per feature shared by every entity, scaled per entity by s_if = c_f . q_i:
+    theta_if = s_if b_f. Alternating least squares from the shared curve: the scales' coefficients c (F, Q) given
+    the shapes (ridge on the interactions, as :func:`fit_moderated`), then the shapes given the scales (unit norm,
+    the size going to c), until the training sum of squares settles; for each ridge penalty, the best on
+    validation kept."""
+    n_feat, size = d.U.shape[2:]
+    shared = fit_moderated(d, np.ones((len(q), 1))).theta[0]  # (F, J)
+    penalised = np.tile(np.arange(q.shape[1]) > 0, n_feat)
+    best = None
+    for share in RIDGE_SHARES:
+        shape, last = shared.copy(), np.inf
+        for _ in range(SCALED_ITERATIONS):
+            norm = np.linalg.norm(shape, axis=1, keepdims=True)
+            shape = shape / np.where(norm > 0, norm, 1.0)
+            driven = np.einsum("nsfj,fj->nsf", d.U, shape)
+            c = ridge_within(np.einsum("nsf,nm->nsfm", driven, q).reshape(*driven.shape[:2], -1), d.y, d.train,
+                             penalised, (share,))[0].reshape(n_feat, -1)
+            scale = q @ c.T  # (N, F)
+            flat = ridge_within(np.einsum("nsfj,nf->nsfj", d.U, scale).reshape(*d.U.shape[:2], -1), d.y, d.train,
+                                np.zeros(n_feat * size, dtype=bool), (0.0,))[0]
+            shape = flat.reshape(n_feat, size)
+            theta = np.einsum("nf,fj->nfj", scale, shape)
+            residual = _within(d.y - np.einsum("nsfj,nfj->ns", d.U, theta), d.train)
+            rss = float(np.sum(residual[d.train] ** 2))
+            if last - rss <= SCALED_TOLERANCE * max(rss, 1e-12):
+                break
+            last = rss
+        fitted = np.einsum("nsfj,nfj->ns", d.U, theta)
+        candidate = CurveFit(theta, intercepts(d.y - fitted, d.train), {"ridge": share})
+        mse = _val_mse(candidate.predict(d.U), d)
+        if best is None or mse < best[0]:
+            best = (mse, candidate)
+    return best[1]
+
+
 FITTERS = {"moderated_dl": (fit_moderated, False), "shared_dl": (fit_moderated, True),
-           "shuffled_dl": (fit_moderated, False), "two_stage_dl": (fit_two_stage, False)}
+           "shuffled_dl": (fit_moderated, False), "proxy_scaled_dl": (fit_proxy_scaled, False),
+           "two_stage_dl": (fit_two_stage, False)}
 
 
 def lag_profile(curves: np.ndarray) -> np.ndarray:
@@ -302,3 +347,70 @@ def fit_classical(panel: Panel, params: Params, method: str) -> ClassicalFit:
              "val_mse_standardised": mse, **fit.facts}
     return ClassicalFit(panel, K, method, np.einsum("nfj,kj->nfk", fit.theta, basis),
                         norm.Y.inverse(fit.predict(d.U)), facts, time.perf_counter() - start)
+
+
+HETEROGENEITY_BASIS = 4  # J of each entity's own curves in the lag-shape heterogeneity test
+HETEROGENEITY_ROUNDS = 30  # alternating least squares rounds of its null model
+
+
+def entity_shape_tests(panel: Panel, max_lag: int, basis_size: int = HETEROGENEITY_BASIS) -> pd.DataFrame:
+    """Do the entities' lag curves differ in shape, whatever the proxies say? Per entity, on its training and
+    validation targets (standardised as for the fits above), an F-test of its own curves (J free numbers per
+    feature, with its intercept) against the pooled shape scaled for it (one scale per feature: the size of the
+    lagged effect may differ, the lags may not). The pooled shapes come from every testable entity by alternating
+    least squares and are taken as known. One row per testable entity: entity, rows, F, df_extra, df_residual, p
+    (an entity needs J F + 3 targets or more); a constant or noiseless target leaves none."""
+    from scipy import stats
+
+    columns = ["entity", "rows", "F", "df_extra", "df_residual", "p"]
+    norm = Normalisers.fit(panel)
+    windows = lag_windows(norm.X.transform(panel.X), max_lag)
+    y = norm.Y.transform(panel.Y)[:, max_lag:]
+    labels = panel.target_split(max_lag)
+    rows = np.isfinite(y) & np.isin(labels, ("train", "val"))[None, :] & np.isfinite(windows).all(axis=(2, 3))
+    n, s_len, n_feat = windows.shape[:3]
+    size = min(basis_size, max_lag)
+    U = _within(np.einsum("nsfk,kj->nsfj", np.nan_to_num(windows), lag_basis(max_lag, size)), rows)
+    y = _within(np.nan_to_num(y), rows)
+    width, count = n_feat * size, rows.sum(axis=1)
+    flat = U.reshape(n, s_len, width)
+    gram = np.einsum("nsp,nsr->npr", flat, flat)
+    usable = (count >= width + 3) & (np.linalg.matrix_rank(gram) == width)
+    if usable.sum() < 2 or width == n_feat:  # one basis function per feature: no shape to compare
+        return pd.DataFrame(columns=columns)
+    U, y, flat, gram, count = U[usable], y[usable], flat[usable], gram[usable], count[usable]
+    own = np.einsum("npr,nr->np", np.linalg.inv(gram), np.einsum("nsp,ns->np", flat, y))
+    rss_own = np.sum((y - np.einsum("nsp,np->ns", flat, own)) ** 2, axis=1)
+    if rss_own.sum() <= 1e-12 * max(np.sum(y**2), 1e-12):
+        return pd.DataFrame(columns=columns)
+    shape = np.linalg.lstsq(flat.reshape(-1, width), y.reshape(-1), rcond=None)[0].reshape(n_feat, size)
+    for _ in range(HETEROGENEITY_ROUNDS):
+        norms = np.linalg.norm(shape, axis=1, keepdims=True)
+        shape = shape / np.where(norms > 0, norms, 1.0)
+        driven = np.einsum("nsfj,fj->nsf", U, shape)  # (n, S, F)
+        scale = np.einsum("nfg,ng->nf", np.linalg.pinv(np.einsum("nsf,nsg->nfg", driven, driven)),
+                          np.einsum("nsf,ns->nf", driven, y))
+        scaled = np.einsum("nsfj,nf->nsfj", U, scale).reshape(-1, width)
+        shape = np.linalg.lstsq(scaled, y.reshape(-1), rcond=None)[0].reshape(n_feat, size)
+    fitted = np.einsum("nsfj,nf,fj->ns", U, scale, shape)
+    rss_shared = np.maximum(np.sum((y - fitted) ** 2, axis=1), rss_own)
+    extra, residual_df = width - n_feat, count - width - 1
+    f = ((rss_shared - rss_own) / extra) / np.maximum(rss_own / residual_df, 1e-300)
+    return pd.DataFrame({"entity": panel.entities[usable], "rows": count, "F": f, "df_extra": extra,
+                         "df_residual": residual_df, "p": stats.f.sf(f, extra, residual_df)}, columns=columns)
+
+
+def shape_heterogeneity(panel: Panel, max_lag: int) -> dict:
+    """:func:`entity_shape_tests` in one p: the entities' p-values combined by Fisher's method. Returns ``entities``
+    (tested), ``p`` (NaN when none could be tested), ``share_below_05`` (entities with their own p < 0.05) and
+    ``note`` (why not, when not)."""
+    from acgate.statistics import fisher_combined
+
+    tests = entity_shape_tests(panel, max_lag)
+    if tests.empty:
+        return {"entities": 0, "p": np.nan, "share_below_05": np.nan,
+                "note": f"no entity testable: each needs {HETEROGENEITY_BASIS} lag-curve numbers per feature plus 3 "
+                        "training and validation targets, inputs that vary, and a target its curves do not fit "
+                        "exactly"}
+    return {"entities": len(tests), "p": fisher_combined(tests.p), "share_below_05": float(np.mean(tests.p < 0.05)),
+            "note": ""}

@@ -25,11 +25,11 @@ from typing import Any
 import yaml
 
 # AC-GATE, its ablations, and AC-GATE trained on proxies permuted across entities (the calibrated L1's comparator)
-GATE_METHODS = ("acgate", "no_ac_encoder", "uniform_lag", "no_recon_reg", "shuffled_proxies")
+GATE_METHODS = ("acgate", "no_ac_encoder", "uniform_lag", "no_recon_reg", "shuffled_proxies", "proxy_shared_gate")
 NEURAL_BASELINES = ("plain_lstm", "tft", "ganet")
 # the classical yardstick (acgate.classical): the moderated distributed lag, its shared-lag and shuffled-proxy twins
 # (the comparators of its own heterogeneity verdict) and the two-stage shrinkage model
-CLASSICAL_METHODS = ("moderated_dl", "shared_dl", "shuffled_dl", "two_stage_dl")
+CLASSICAL_METHODS = ("moderated_dl", "shared_dl", "shuffled_dl", "proxy_scaled_dl", "two_stage_dl")
 METHODS = GATE_METHODS + NEURAL_BASELINES + ("grouped_ardl",) + CLASSICAL_METHODS
 CLOSED_FORM_METHODS = ("grouped_ardl", *CLASSICAL_METHODS)  # numpy fits: no epochs, always on the CPU
 SCENARIOS = ("linear", "nonlinear", "constant", "two_regime", "interaction", "non_monotone")
@@ -266,9 +266,18 @@ class AuditConfig:
     min_seed_agreement: float = _param(0.5, "calibrated L2 needs the median seed-to-seed Spearman of k* at least "
                                        "this where seeds share entities", _unit_interval)
     heterogeneity_comparators: tuple = _param((), "calibrated L1: methods the reference must beat on held-out loss; "
-                                              "empty: the reference family's shared-lag and shuffled-proxy twins "
-                                              "(no_ac_encoder and shuffled_proxies for AC-GATE, shared_dl and "
-                                              "shuffled_dl for the moderated distributed lag)", _method_list)
+                                              "empty: the reference family's shared-lag, shuffled-proxy and proxy "
+                                              "twins (no_ac_encoder, shuffled_proxies and proxy_shared_gate for "
+                                              "AC-GATE; shared_dl, shuffled_dl and proxy_scaled_dl for the moderated "
+                                              "distributed lag)", _method_list)
+    min_sign_consistency: float = _param(0.8, "calibrated L2 needs at least this share of the tested seeds to agree "
+                                         "on the sign of Spearman(k*, stratifier)", _unit_interval)
+    lags_differ_share: float = _param(0.25, "the lags-differ statement needs at least this share of entities to "
+                                      "reject a shared lag-curve shape at 0.05 (five times what a shared shape gives "
+                                      "by chance: a floor that autocorrelated noise and a misspecified driver stay "
+                                      "under)", _share)
+    edge_share: float = _param(0.2, "L1 warns that lags may reach past the window (widen model.max_lag) when at least "
+                               "this share of entities put their largest lag weight on the last lag K", _share)
     l3_min_spearman: float = _param(0.8, "L3 supported needs mean Spearman(k*, lag centre) at least this",
                                     _unit_interval)
     reference: str = _param("acgate", "the method whose verdicts come first (verdicts.json's verdicts); the audit "

@@ -12,7 +12,11 @@ gives every variant the same initial weights:
 - ``acgate``: the full model;
 - ``no_ac_encoder``: z fixed to 0 for every entity, so omega is one learned distribution shared by all;
 - ``uniform_lag``: omega fixed at 1/K;
-- ``no_recon_reg``: lambda_r = 0 (applied by the training loss, see ``recon_weight``).
+- ``no_recon_reg``: lambda_r = 0 (applied by the training loss, see ``recon_weight``);
+- ``proxy_shared_gate``: omega is one learned distribution shared by all entities (the gate reads z = 0), while z
+  from the proxies still sets the backbone's initial state: the proxies may set anything (level, the size of the
+  lagged effect) except the lags. The calibrated L1 asks AC-GATE to beat it, so that what it certifies is the
+  proxies' hold on the lags alone.
 
 Baselines (all with the same d, LSTM depth, dropout, entity embedding and static projection):
 
@@ -223,8 +227,9 @@ class ACGate(nn.Module):
         return torch.zeros_like(z) if self.method == "no_ac_encoder" else z
 
     def lag_weights(self, z: Tensor) -> Tensor:
-        """omega (N, K) = softmax_k((g_theta(z)_k - lambda k/K) / tau); 1/K under uniform_lag."""
-        logits = self.gate(z)
+        """omega (N, K) = softmax_k((g_theta(z)_k - lambda k/K) / tau); 1/K under uniform_lag; under
+        proxy_shared_gate the gate reads 0 whatever z is, so omega is one distribution for every entity."""
+        logits = self.gate(torch.zeros_like(z) if self.method == "proxy_shared_gate" else z)
         if self.method == "uniform_lag":
             return torch.full_like(logits, 1.0 / self.cfg.max_lag)
         return torch.softmax((logits - self.cfg.position_penalty * self.position) / self.cfg.temperature, dim=-1)

@@ -149,7 +149,10 @@ DESIGN = {  # paper table fair_baselines; the facts are those of acgate.models /
     "uniform_lag": Design("yes", "uniform 1/K", "yes", "omega_ik = 1/K: no learned lag heterogeneity"),
     "no_recon_reg": Design("yes", "learned", "no", "lambda_r = 0: no reconstruction regulariser"),
     "shuffled_proxies": Design("yes (proxies permuted)", "learned", "yes", "AC-GATE on proxies permuted across "
-                               "entities: the comparator of the calibrated heterogeneity verdict"),
+                               "entities: a comparator of the calibrated heterogeneity verdict"),
+    "proxy_shared_gate": Design("yes (not for the lags)", "learned, shared", "yes", "one lag gate for every entity; "
+                                "z from the proxies sets the initial state: a comparator of the calibrated "
+                                "heterogeneity verdict"),
     "grouped_ardl": Design("no", "none", "no", "real panels only: OLS distributed-lag model per training-window "
                            "group"),
     "moderated_dl": Design("no (proxies enter linearly)", "polynomial curve x proxies", "no",
@@ -159,6 +162,8 @@ DESIGN = {  # paper table fair_baselines; the facts are those of acgate.models /
                         "for every entity"),
     "shuffled_dl": Design("no (proxies permuted)", "polynomial curve x proxies", "no", "moderated_dl on proxies "
                           "permuted across entities"),
+    "proxy_scaled_dl": Design("no (proxies scale the curve)", "one polynomial curve, scaled", "no",
+                              "one lag curve whose size the proxies scale: moderated_dl without lag-shape moderation"),
     "two_stage_dl": Design("no", "per-entity curve, shrunk", "no", "per-entity OLS lag curves meta-regressed on the "
                            "proxies (GLS), each shrunk toward its prediction"),
 }
@@ -197,12 +202,14 @@ def excluded_runs(results: dict[str, audit_lib.AuditResult]) -> pd.DataFrame:
 def verdict_table(results: dict[str, audit_lib.AuditResult]) -> pd.DataFrame:
     """(domain, reference) x layers: the verdict for AC-GATE (the paper table verdict_matrix) and for the moderated
     distributed lag under the paper's rules beside the calibrated rules', one column per layer and rule ("L2
-    paper", "L2 calibrated"), and AC-GATE against each classical model (held-out forecast) on AC-GATE's row."""
+    paper", "L2 calibrated"), whether the entities' lags differ at all (whatever the proxies say; the same for both
+    references) and AC-GATE against each classical model (held-out forecast) on AC-GATE's row."""
     if not results:
         return pd.DataFrame()
     matrix = audit_lib.verdict_matrix(list(results.values()))
     matrix.columns = [f"{layer} {rule}" for rule, layer in matrix.columns]
     matrix = matrix[[f"{layer} {rule}" for layer in LAYERS for rule in ("paper", "calibrated")]].reset_index()
+    matrix["lags differ"] = matrix.domain.map({d: r.lags_differ.get("verdict", "") for d, r in results.items()})
     for classical in audit_lib.CLASSICAL:
         versus = {d: r.neural_vs_classical_verdict.get(classical, {}).get("forecast", "") for d, r in results.items()}
         matrix[f"vs {classical}"] = [versus[d] if ref == audit_lib.NEURAL else "" for d, ref in

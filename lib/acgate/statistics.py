@@ -171,9 +171,10 @@ def wilcoxon_greater(diff: np.ndarray) -> float:
     return float(stats.wilcoxon(diff, alternative="greater").pvalue)
 
 
-def smallest_wilcoxon_p(pairs: int) -> float:
-    """The smallest one-sided p a Wilcoxon test of ``pairs`` non-zero differences can give: 1 / 2^pairs."""
-    return 0.5**pairs
+def smallest_wilcoxon_p(pairs: int, two_sided: bool = False) -> float:
+    """The smallest p a Wilcoxon test of ``pairs`` non-zero differences can give: 1 / 2^pairs one-sided, twice that
+    (at most 1) two-sided."""
+    return min(1.0, (2 if two_sided else 1) * 0.5**pairs)
 
 
 def entity_bootstrap(diff_by_entity: np.ndarray, draws: int, rng: np.random.Generator) -> tuple[float, float]:

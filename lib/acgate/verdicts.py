@@ -14,15 +14,22 @@ judged against the comparators of its own family (:data:`FAMILIES`); the audit g
   * **L0 forecast**: the reference beats every comparator (every other method and persistence) on the same test
     rows, one-sided, with uncertainty over seeds (Wilcoxon) and over entities (entity block bootstrap), Holm over
     the comparators. Ruled out when some comparator beats it the same way.
-  * **L1 heterogeneity**: a practical spread of k* across entities, *and* held-out evidence that the
-    proxy-conditioned lags matter: the reference beats its family's shared-lag twin (No-AC-Encoder, or the shared
-    distributed lag) and its twin trained on shuffled proxies, each over seeds and over entities (both comparators
-    must be beaten, so no correction).
-  * **L2 alignment**: only when L1 is supported, the k* ordering is reproducible across seeds (where seeds share
-    entities), and some stratifier that the proxies do not carry jointly aligns with k* beyond chance (entity
-    permutation) and beyond what lag-free k* (random functions of the proxies) would give, Holm over stratifiers.
-  * **L3 recovery**: the same rule as the paper's set (:func:`l3_verdict`), which is never supported without a
-    collapsed model of the reference's family to beat.
+  * **L1 heterogeneity**: held-out evidence that the proxies hold the *lags*: the reference beats its family's
+    shared-lag twin (No-AC-Encoder, or the shared distributed lag), its twin trained on shuffled proxies, and its
+    proxy twin, which may use the proxies for everything except the lags (the level, the size of the lagged effect:
+    the Proxy Shared-Gate, or the proxy-scaled distributed lag), each over seeds and over entities (all must be
+    beaten, so no correction); and a practical spread of k* across entities (``audit.practical_sd``; the
+    calibration measures the rule with it at zero too, so it is not the only guard).
+  * **L2 alignment**: only when L1 is supported (the evidence that k* carries lags beyond what the proxies do
+    otherwise), the k* ordering is reproducible across seeds (where seeds share entities), and some stratifier
+    that the proxies do not carry jointly aligns with k* beyond chance (entity permutation, Holm over
+    stratifiers) and at least as closely as the median lag-free k* (random functions of the proxies).
+  * **L3 recovery**: k* ranks the true lags and beats every collapsed model of the reference's family, one-sided
+    (:func:`l3_verdict`; the paper's set keeps its two-sided test).
+
+Every cell warns when its tests cannot reach alpha with the seeds there are (:func:`seed_floor_warning`), and the
+audit adds a statement apart from the layers, whatever the proxies say: whether the entities' lags differ at all
+(:func:`lags_differ_verdict`).
 """
 
 from __future__ import annotations
@@ -33,24 +40,37 @@ import numpy as np
 import pandas as pd
 
 from acgate.config import GATE_METHODS, AuditConfig
-from acgate.statistics import format_p, smallest_wilcoxon_p
+from acgate.statistics import (
+    fisher_combined,
+    format_p,
+    paired_wilcoxon,
+    smallest_wilcoxon_p,
+    unreplicated,
+    wilcoxon_greater,
+)
 
+# the version of the rules below, recorded with a calibration (tables/audit_calibration.json): a calibration measured
+# under another version no longer describes them. Raise it with any change to a rule or to what a rule reads
+RULES_VERSION = 2
 VERDICTS = ("supported", "not certified", "ruled out", "not claimed")
 LAYERS = ("L0", "L1", "L2", "L3")
 
 
 @dataclass(frozen=True)
 class Family:
-    """A reference's comparators: its shared-lag twin and its shuffled-proxy twin (the calibrated L1 must beat both)
-    and the collapsed models whose constant k* L3's recovery must beat."""
+    """A reference's comparators: its shared-lag twin, its shuffled-proxy twin and its proxy twin (which may use the
+    proxies for everything but the lags), all three of which the calibrated L1 must beat, and the collapsed models
+    whose constant k* L3's recovery must beat."""
 
     shared: str
     shuffled: str
+    proxy: str
     collapsed: tuple[str, ...]
 
 
-FAMILIES = {"acgate": Family("no_ac_encoder", "shuffled_proxies", ("no_ac_encoder", "uniform_lag")),
-            "moderated_dl": Family("shared_dl", "shuffled_dl", ("shared_dl",))}
+FAMILIES = {"acgate": Family("no_ac_encoder", "shuffled_proxies", "proxy_shared_gate",
+                             ("no_ac_encoder", "uniform_lag")),
+            "moderated_dl": Family("shared_dl", "shuffled_dl", "proxy_scaled_dl", ("shared_dl",))}
 REFERENCES = tuple(FAMILIES)  # the audit gives the verdicts of each that was run, side by side
 
 
@@ -62,9 +82,9 @@ def family(reference: str) -> Family:
 
 def heterogeneity_comparators(cfg: AuditConfig) -> list[str]:
     """The methods the calibrated L1 needs the reference to beat: ``audit.heterogeneity_comparators``, or (empty)
-    the reference family's shared-lag and shuffled-proxy twins."""
+    the reference family's shared-lag, shuffled-proxy and proxy twins."""
     twins = family(cfg.reference)
-    return list(cfg.heterogeneity_comparators) or [twins.shared, twins.shuffled]
+    return list(cfg.heterogeneity_comparators) or [twins.shared, twins.shuffled, twins.proxy]
 
 
 def cell(verdict: str, rule: str, evidence: str, warnings: list[str] | None = None) -> dict:
@@ -86,7 +106,7 @@ def paper_verdicts(cfg: AuditConfig, l1: pd.DataFrame, l2_summary: pd.DataFrame,
     """The L0-L3 verdicts of the paper's rules for the reference method."""
     wilcoxon = of_reference(wilcoxon, cfg.reference)
     return {"L0": _paper_l0(cfg, wilcoxon), "L1": _paper_l1(cfg, l1),
-            "L2": _paper_l2(cfg, l2_summary, has_stratifiers), "L3": l3_verdict(cfg, l3, wilcoxon)}
+            "L2": _paper_l2(cfg, l2_summary, has_stratifiers), "L3": l3_verdict(cfg, l3, one_sided=False)}
 
 
 def _paper_l0(cfg: AuditConfig, wilcoxon: pd.DataFrame) -> dict:
@@ -99,8 +119,9 @@ def _paper_l0(cfg: AuditConfig, wilcoxon: pd.DataFrame) -> dict:
     better = mse[(mse.p < a) & (mse.mean_diff < 0)]
     worse = mse[(mse.p < a) & (mse.mean_diff > 0)]
     evidence = "; ".join(f"{r.method}: diff {r.mean_diff:+.4g}, p {r.p:.2g}" for r in mse.itertuples())
+    warnings = seed_floor_warning(mse.nonzero_pairs.min(), a, two_sided=True)
     return cell("ruled out" if len(better) else "supported" if len(worse) == len(mse) else "not certified",
-                rule, evidence)
+                rule, evidence, warnings)
 
 
 def _paper_l1(cfg: AuditConfig, l1: pd.DataFrame) -> dict:
@@ -114,7 +135,18 @@ def _paper_l1(cfg: AuditConfig, l1: pd.DataFrame) -> dict:
                 f"{(~mine.degenerate_paper).mean():.0%} with the paper's epsilon")
     verdict = ("ruled out" if mine.degenerate_paper.all() else
                "supported" if share >= cfg.l1_min_share else "not certified")
-    return cell(verdict, rule, evidence)
+    return cell(verdict, rule, evidence, edge_warning(cfg, mine))
+
+
+def edge_warning(cfg: AuditConfig, mine: pd.DataFrame) -> list[str]:
+    """A warning (in a list) when many entities' lag weights pile up on the window's last lag: their lags may reach
+    past it, and k* then understates them."""
+    share = mine.share_at_window_edge.mean() if "share_at_window_edge" in mine else np.nan
+    if not np.isfinite(share) or share < cfg.edge_share:
+        return []
+    return [f"{share:.0%} of entities put their largest lag weight on the last lag K (mean over seeds; the warning "
+            f"starts at {cfg.edge_share:.0%}): their lags may reach past the window, and k* understates them; "
+            "widen model.max_lag and train again"]
 
 
 def _paper_l2(cfg: AuditConfig, l2_summary: pd.DataFrame, has_stratifiers: bool) -> dict:
@@ -150,26 +182,52 @@ def _nothing_tested(summary: pd.DataFrame, rule: str) -> dict:
     return cell("ruled out", rule, "every seed L1-degenerate: nothing to stratify")
 
 
-def l3_verdict(cfg: AuditConfig, l3: pd.DataFrame, wilcoxon: pd.DataFrame) -> dict:
-    """L3 (both rule sets): recovery of the true lags, which must beat every collapsed ablation that was run and
-    needs at least one of them."""
+def l3_verdict(cfg: AuditConfig, l3: pd.DataFrame, one_sided: bool = True) -> dict:
+    """L3: recovery of the true lags, which must beat every collapsed ablation that was run and needs at least one
+    of them: a paired Wilcoxon over seeds of k* MAE (collapsed minus reference), one-sided (the calibrated rule) or
+    two-sided with the reference lower (the paper's)."""
+
     a, collapsed_models = cfg.alpha, family(cfg.reference).collapsed
+    test = "one-sided" if one_sided else "two-sided"
     rule = (f"supported when mean Spearman(k*, lag centre) >= {cfg.l3_min_spearman} and k* MAE is lower than each "
-            f"collapsed model's ({', '.join(collapsed_models)}; at least one must have run) with paired Wilcoxon "
-            f"p < {a}; ruled out when mean Spearman < 0.2; else not certified (also when Spearman is undefined "
-            "because k* or the truth is constant)")
+            f"collapsed model's ({', '.join(collapsed_models)}; at least one must have run) with {test} paired "
+            f"Wilcoxon p < {a} over seeds; ruled out when mean Spearman < 0.2; else not certified (also when Spearman "
+            "is undefined because k* or the truth is constant)")
     mine = l3[l3.method == cfg.reference] if not l3.empty else l3
     if mine.empty:
         return cell("not claimed", rule, "no ground truth")
     rho = mine.spearman_lag_centre.mean()
-    collapsed = wilcoxon[(wilcoxon.metric == "kstar_mae_lag_centre") & wilcoxon.method.isin(collapsed_models)]
-    beats = len(collapsed) > 0 and bool(((collapsed.p < a) & (collapsed.mean_diff > 0)).all())
+    mae = l3.set_index(["method", "seed"]).mae_lag_centre
+    ran = [m for m in collapsed_models if m in mae.index.get_level_values("method")]
+    parts, beats, warnings = [], bool(ran), []
+    for method in ran:
+        pair = pd.concat({"m": mae.loc[method], "r": mae.loc[cfg.reference]}, axis=1).dropna()
+        diff = (pair.m - pair.r).to_numpy()
+        if unreplicated(diff):  # deterministic fits on one shared panel: the seeds replicate nothing
+            p = np.nan
+        else:
+            p = wilcoxon_greater(diff) if one_sided else paired_wilcoxon(pair.m, pair.r)["p"]
+        ok = bool(p < a and diff.mean() > 0)
+        beats &= ok
+        parts.append(f"{method} MAE diff {diff.mean():+.3f}, p {format_p(p)}"
+                     + (" (the same in every seed: no test)" if np.isnan(p) else ""))
+        warnings += seed_floor_warning(int(np.sum(diff != 0)), a, two_sided=not one_sided, comparator=method)
     evidence = (f"mean Spearman {rho:.3f}, mean MAE {mine.mae_lag_centre.mean():.3f}; "
-                + ("; ".join(f"{r.method} MAE diff {r.mean_diff:+.3f}, p {r.p:.2g}" for r in collapsed.itertuples())
-                   or "no collapsed model was run, so recovery cannot be told from a constant k*"))
+                + ("; ".join(parts) or "no collapsed model was run, so recovery cannot be told from a constant k*"))
     verdict = ("not certified" if np.isnan(rho) else "ruled out" if rho < 0.2 else
                "supported" if rho >= cfg.l3_min_spearman and beats else "not certified")
-    return cell(verdict, rule, evidence)
+    return cell(verdict, rule, evidence, warnings)
+
+
+def seed_floor_warning(nonzero_pairs: int, level: float, two_sided: bool = False, comparator: str = "") -> list[str]:
+    """A warning (in a list, empty when none is due) when a Wilcoxon test over ``nonzero_pairs`` seeds cannot reach
+    ``level`` (alpha, or alpha / m for the first step of Holm): its smallest p is 1/2^n one-sided, 2/2^n two-sided."""
+    floor = smallest_wilcoxon_p(int(nonzero_pairs), two_sided)
+    if floor < level:
+        return []
+    side = "two-sided" if two_sided else "one-sided"
+    return [f"{comparator + ': ' if comparator else ''}{int(nonzero_pairs)} seeds with a non-zero difference can "
+            f"give a {side} Wilcoxon p of at best {floor:.3g}, which cannot reach {level:.3g}; train more seeds"]
 
 
 # --- the calibrated rules
@@ -183,16 +241,7 @@ def calibrated_verdicts(cfg: AuditConfig, l1: pd.DataFrame, heldout: pd.DataFram
     l1_cell = _heterogeneity(cfg, l1, heldout)
     return {"L0": _forecast(cfg, heldout, shared_entities), "L1": l1_cell,
             "L2": _alignment(cfg, l1_cell, agreement, l2_summary, has_stratifiers),
-            "L3": l3_verdict(cfg, l3, wilcoxon)}
-
-
-def _seed_warning(comparator: str, nonzero_pairs: int, level: float) -> str | None:
-    """A warning when the seeds cannot reach ``level`` (alpha, or alpha / m for the first step of Holm)."""
-    floor = smallest_wilcoxon_p(int(nonzero_pairs))
-    if floor >= level:
-        return (f"{comparator}: {int(nonzero_pairs)} seeds with a non-zero difference can give a one-sided "
-                f"Wilcoxon p of at best {floor:.3g}, which cannot reach {level:.3g}; train more seeds")
-    return None
+            "L3": l3_verdict(cfg, l3)}
 
 
 def _forecast(cfg: AuditConfig, heldout: pd.DataFrame, shared_entities: bool) -> dict:
@@ -204,7 +253,8 @@ def _forecast(cfg: AuditConfig, heldout: pd.DataFrame, shared_entities: bool) ->
     if heldout.empty:
         return cell("not certified", rule, "no comparator was scored")
     level = a / len(heldout)  # Holm's first step
-    warnings = [w for w in (_seed_warning(r.comparator, r.nonzero_pairs, level) for r in heldout.itertuples()) if w]
+    warnings = [w for r in heldout.itertuples()
+                for w in seed_floor_warning(r.nonzero_pairs, level, comparator=r.comparator)]
     if shared_entities:
         warnings.append("every seed shares one test window and one set of entities: the Wilcoxon over seeds "
                         "measures training randomness only; the entity bootstrap carries the sampling uncertainty")
@@ -220,33 +270,61 @@ def _forecast(cfg: AuditConfig, heldout: pd.DataFrame, shared_entities: bool) ->
 
 def _heterogeneity(cfg: AuditConfig, l1: pd.DataFrame, heldout: pd.DataFrame) -> dict:
     a, comparators = cfg.alpha, heterogeneity_comparators(cfg)
-    rule = (f"calibrated: supported when sd_i(k*) > {cfg.practical_sd} in at least {cfg.l1_min_share:.0%} of seeds "
-            f"and {cfg.reference} has a lower held-out test loss than each of {', '.join(comparators)} (one-sided "
-            f"Wilcoxon over seeds and entity block bootstrap, both p < {a}); ruled out when sd_i(k*) <= epsilon = "
-            f"{cfg.epsilon:g} in every seed; else not certified")
+    rule = (f"calibrated: supported when {cfg.reference} has a lower held-out test loss than each of "
+            f"{', '.join(comparators)} (one-sided Wilcoxon over seeds and entity block bootstrap, both p < {a}) and "
+            f"sd_i(k*) > {cfg.practical_sd} in at least {cfg.l1_min_share:.0%} of seeds; ruled out when sd_i(k*) <= "
+            f"epsilon = {cfg.epsilon:g} in every seed; else not certified")
     mine = l1[l1.method == cfg.reference]
     if mine.empty:
         return cell("not claimed", rule, f"no runs of {cfg.reference}")
     if mine.degenerate_paper.all():
-        return cell("ruled out", rule, f"sd(k*) <= epsilon in every seed (mean {mine.kstar_sd.mean():.3g})")
-    share = (~mine.degenerate_practical).mean()
+        return cell("ruled out", rule, f"sd(k*) <= epsilon in every seed (mean {mine.kstar_sd.mean():.3g})",
+                    edge_warning(cfg, mine))
+    share = (mine.kstar_sd > cfg.practical_sd).mean()  # from the spread, so a rerun with another threshold holds
     parts = [f"sd(k*) > {cfg.practical_sd} in {share:.0%} of seeds (mean sd {mine.kstar_sd.mean():.3f})"]
     rows = heldout.set_index("comparator") if not heldout.empty else pd.DataFrame()
     beaten, warnings = [], []
     for comparator in comparators:
         if comparator not in rows.index:
-            parts.append(f"{comparator} not run: heterogeneity cannot be told from a shared or shuffled gate")
+            parts.append(f"{comparator} not run: lag heterogeneity cannot be told from a shared, shuffled or "
+                         "proxy twin")
             continue
         r = rows.loc[comparator]
         ok = bool(r.p_entity_better < a and (np.isnan(r.p_seed_better) or r.p_seed_better < a))  # NaN: see heldout
         beaten.append(ok)
         parts.append(f"vs {comparator}: loss diff {r.mean_loss_diff:+.4g}, p seeds {format_p(r.p_seed_better)}, "
                      f"p entities {format_p(r.p_entity_better, cfg.bootstrap)}{'' if ok else ' (not beaten)'}")
-        warning = _seed_warning(comparator, r.nonzero_pairs, a)
-        if warning:
-            warnings.append(warning)
+        warnings += seed_floor_warning(r.nonzero_pairs, a, comparator=comparator)
     supported = share >= cfg.l1_min_share and len(beaten) == len(comparators) and all(beaten)
-    return cell("supported" if supported else "not certified", rule, "; ".join(parts), warnings)
+    return cell("supported" if supported else "not certified", rule, "; ".join(parts),
+                warnings + edge_warning(cfg, mine))
+
+
+def lags_differ_verdict(cfg: AuditConfig, shapes: pd.DataFrame, l1_cell: dict) -> dict:
+    """Whether the entities' lags differ at all, whatever the proxies say, from the per-entity F-tests of lag-curve
+    shape (:func:`acgate.classical.shape_heterogeneity`, one row per panel): supported when at least
+    ``audit.lags_differ_share`` of the tested entities reject the shared shape at 0.05 and Fisher's combination of
+    all their p is below alpha; not claimed when no panel could be tested. With L1 (the reference's calibrated
+    heterogeneity cell) the reading says whether the proxies explain the difference."""
+    a = cfg.alpha
+    rule = (f"supported when at least {cfg.lags_differ_share:.0%} of entities reject, at 0.05, that their own "
+            "distributed-lag curves have the pooled curve shape scaled for them (an F-test per entity on its "
+            "training and validation targets: the size of the lagged effect may differ, the shape not), and Fisher's "
+            f"combination of every entity's p is below {a}; else not certified")
+    tested = shapes[np.isfinite(shapes.p)] if len(shapes) else shapes
+    if tested.empty:
+        notes = "; ".join(dict.fromkeys(shapes.note)) if len(shapes) else "no panel"
+        return {**cell("not claimed", rule, f"not testable: {notes}"), "reading": ""}
+    p = float(tested.p.iloc[0]) if len(tested) == 1 else fisher_combined(tested.p)
+    share = float(np.average(tested.share_below_05, weights=tested.entities))
+    evidence = (f"{share:.0%} of {int(tested.entities.sum())} entity tests reject a shared shape at 0.05 "
+                f"({len(tested)} panel(s)); Fisher p {format_p(p)}")
+    verdict = "supported" if p < a and share >= cfg.lags_differ_share else "not certified"
+    explained = l1_cell["verdict"] == "supported"
+    reading = ("the lags differ, and the proxies hold them (L1 supported)" if verdict == "supported" and explained
+               else "the lags differ, but the proxies do not explain them (L1 not supported): look for what does"
+               if verdict == "supported" else "no evidence that the lags differ across entities")
+    return {**cell(verdict, rule, evidence), "reading": reading}
 
 
 def _alignment(cfg: AuditConfig, l1_cell: dict, agreement: pd.DataFrame, l2_summary: pd.DataFrame,
@@ -254,10 +332,10 @@ def _alignment(cfg: AuditConfig, l1_cell: dict, agreement: pd.DataFrame, l2_summ
     a = cfg.alpha
     rule = (f"calibrated: supported only when L1 is supported, the seed-to-seed Spearman of k* has median >= "
             f"{cfg.min_seed_agreement} (where seeds share entities), and some stratifier whose ranks the proxies "
-            f"do not predict jointly (rank multiple correlation < {cfg.circular_threshold}) has, Holm-adjusted over "
-            f"those stratifiers, p < {a} for both the entity-permutation test (seed-pooled where seeds share "
-            "entities, else Fisher over independent seeds) and the test against lag-free k* (random functions of "
-            "the proxies); ruled out when every seed is L1-degenerate (nothing to stratify); not claimed without "
+            f"do not predict jointly (rank multiple correlation < {cfg.circular_threshold}) has an entity-permutation "
+            f"p (seed-pooled where seeds share entities, else Fisher over independent seeds) below {a} after Holm "
+            "over those stratifiers, and a |Spearman| with k* at least the median of lag-free k* (random functions "
+            "of the proxies); ruled out when every seed is L1-degenerate (nothing to stratify); not claimed without "
             "a testable stratifier; else not certified")
     if not has_stratifiers:
         return cell("not claimed", rule, "no stratifiers")
@@ -268,13 +346,19 @@ def _alignment(cfg: AuditConfig, l1_cell: dict, agreement: pd.DataFrame, l2_summ
     mine = agreement[agreement.method == cfg.reference] if not agreement.empty else agreement
     blockers = []
     if l1_cell["verdict"] != "supported":
-        blockers.append("L1 not supported: no held-out evidence that the lags differ")
+        blockers.append("L1 not supported: no held-out evidence that the proxies hold the lags")
     if len(mine) and np.isfinite(mine.median_rho.iloc[0]) and mine.median_rho.iloc[0] < cfg.min_seed_agreement:
         blockers.append(f"k* ordering not reproducible across seeds (median seed-pair Spearman "
                         f"{mine.median_rho.iloc[0]:.2f} < {cfg.min_seed_agreement})")
-    passing = summary[~summary.circular_joint & (summary.p_holm < a)]
-    verdict = "supported" if len(passing) and not blockers else "not certified"
+    verdict = "supported" if len(aligned_stratifiers(cfg, summary)) and not blockers else "not certified"
     return cell(verdict, rule, "; ".join(blockers + [evidence]))
+
+
+def aligned_stratifiers(cfg: AuditConfig, summary: pd.DataFrame) -> pd.DataFrame:
+    """The rows of ``summary`` (l2_summary, one reference's) that pass the calibrated L2 test, its gates (L1, seed
+    agreement) apart: not jointly circular, Holm p < alpha, seeds agreeing on the sign, beyond the lag-free median."""
+    return summary[~summary.circular_joint & (summary.p_holm < cfg.alpha) & summary.beyond_lag_free
+                   & (summary.sign_consistency >= cfg.min_sign_consistency)]
 
 
 def _stratifier_evidence(row, cfg: AuditConfig) -> str:
@@ -282,4 +366,5 @@ def _stratifier_evidence(row, cfg: AuditConfig) -> str:
         return f"{row.stratifier}: circular (the proxies predict its ranks with R {row.proxy_r_joint:.2f})"
     return (f"{row.stratifier}: rho {row.alignment_rho:+.3f}, "
             f"permutation p {format_p(row.alignment_p, cfg.permutations)}, "
-            f"lag-free p {format_p(row.lag_free_p, cfg.permutations)}, Holm p {format_p(row.p_holm)}")
+            f"Holm p {format_p(row.p_holm)}, sign agreement {row.sign_consistency:.0%}, lag-free median |rho| "
+            f"{row.alignment_lag_free_median:.3f}{'' if row.beyond_lag_free else ' (not beyond it)'}")
