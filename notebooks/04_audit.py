@@ -153,8 +153,9 @@ over_seeds(layers, ["mse", "r2_by_time", "r2_pooled", "kstar_sd"]).join(
 # entities. `circular` marks a stratifier that (nearly) duplicates one model proxy (the paper rule);
 # `circular_joint` one whose ranks all proxies together predict (`proxy_r_joint`, the calibrated rule).
 # `alignment_p` is the calibrated rule's permutation p and `p_holm` the same, Holm-adjusted over the non-circular
-# stratifiers; `beyond_lag_free` says whether k* aligns with the stratifier at least as closely as the median
-# lag-free k* (random functions of the proxies, `alignment_lag_free_median`), and `lag_free_p` how far beyond it.
+# stratifiers; `sign_consistency` the share of seeds that agree on the sign. `alignment_lag_free_median` and
+# `lag_free_p` say how closely lag-free k* (random functions of the proxies) would align, and how far k* goes
+# beyond it: evidence for the reader, not a gate.
 
 # %%
 result.l2_summary.round(4) if not result.l2_summary.empty else "no stratifiers"

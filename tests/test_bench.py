@@ -51,8 +51,8 @@ def test_bench_runs_end_to_end_under_the_smoke_profile(tmp_path):
     assert overhead["overhead_range"][0] <= overhead["overhead_seconds"] <= overhead["overhead_range"][1]
     assert record["machine"]["cores"] >= 1 and record["git_sha"]
     replicate = record["calibration"][0]
-    assert replicate["device"] == "cpu" and replicate["fits"] == 30 and replicate["seconds"]["median"] > 0
-    assert "audit calibration, one linear replicate (30 fits and its audit) on cpu" in done.stdout
+    assert replicate["device"] == "cpu" and replicate["fits"] == 40 and replicate["seconds"]["median"] > 0
+    assert "audit calibration, one linear replicate (40 fits and its audit) on cpu" in done.stdout
     # its smoke-profile draws went to a folder of its own, not over data/processed, where the paper's runs find the
     # panels they were trained on
     assert not (project / "data").exists()

@@ -458,7 +458,6 @@ def _l2_summary(runs, l2, info, proxy_names: set[str], cfg: AuditConfig, shared:
             "alignment_lag_free_median": (pooled["pooled_lag_free_median_abs_rho"] if shared
                                           else tested.lag_free_median_abs_rho.median()),
         }
-        row["beyond_lag_free"] = bool(abs(row["alignment_rho"]) >= row["alignment_lag_free_median"])
         rows.append(row)
     summary = pd.DataFrame(rows)
     summary["p_holm"] = np.nan

@@ -321,8 +321,8 @@ def calibration_table(replicates: pd.DataFrame) -> pd.DataFrame:
     Clopper-Pearson interval, and whether "supported" is the right answer there (``truth``: the scenario's control
     for the layers, its lags_differ for the lags-differ statement). The rules: the paper's, the calibrated, and the
     calibrated with the practical spread threshold at zero. ``L2 test alone`` is the calibrated L2 test without the
-    L1 and seed-agreement gates; ``L2 strict lag-free test alone`` the test the calibrated L2 used before (k* beyond
-    95 % of lag-free k*, not their median); ``lags differ`` the statement apart from the layers (one per replicate,
+    L1 and seed-agreement gates; ``L2 strict lag-free test alone`` the test the calibrated L2 used before (k* also
+    beyond 95 % of lag-free k*); ``lags differ`` the statement apart from the layers (one per replicate,
     the same for both references)."""
     rows = []
     columns = [(label, layer, f"{rule}_{layer}") for rule, label in RULES.items() for layer in LAYERS]
