@@ -378,7 +378,8 @@ def calibration_figure(table: pd.DataFrame):
     labels = [f"{s} ({SCENARIOS[s].control})" if s in SCENARIOS else s for s in order]
     axes[0].set_yticks(np.arange(len(order)), [label.replace("_", " ") for label in labels])
     axes[0].invert_yaxis()
-    axes[-1].legend(loc="upper left", bbox_to_anchor=(1.02, 1), fontsize=8, frameon=False)
+    handles, labels = axes[0].get_legend_handles_labels()  # the first panel has every series
+    axes[-1].legend(handles, labels, loc="upper left", bbox_to_anchor=(1.02, 1), fontsize=8, frameon=False)
     fig.supxlabel('share of replicates "supported" (95 % Clopper-Pearson interval); x: the right answer', fontsize=10)
     fig.suptitle("Audit calibration: each verdict against the truth of its scenario", fontsize=10)
     fig.tight_layout()
