@@ -227,8 +227,10 @@ def seed_floor_warning(nonzero_pairs: int, level: float, two_sided: bool = False
     if floor < level:
         return []
     side = "two-sided" if two_sided else "one-sided"
+    needed = next(n for n in range(1, 64) if smallest_wilcoxon_p(n, two_sided) < level)
     return [f"{comparator + ': ' if comparator else ''}{int(nonzero_pairs)} seeds with a non-zero difference can "
-            f"give a {side} Wilcoxon p of at best {floor:.3g}, which cannot reach {level:.3g}; train more seeds"]
+            f"give a {side} Wilcoxon p of at best {floor:.3g}, which cannot reach {level:.3g}; train more seeds "
+            f"({needed} or more)"]
 
 
 # --- the calibrated rules
@@ -254,8 +256,9 @@ def _forecast(cfg: AuditConfig, heldout: pd.DataFrame, shared_entities: bool) ->
     if heldout.empty:
         return cell("not certified", rule, "no comparator was scored")
     level = a / len(heldout)  # Holm's first step
-    warnings = [w for r in heldout.itertuples()
-                for w in seed_floor_warning(r.nonzero_pairs, level, comparator=r.comparator)]
+    short = [r.comparator for r in heldout.itertuples() if seed_floor_warning(r.nonzero_pairs, level)]
+    warnings = seed_floor_warning(heldout.nonzero_pairs.min(), level, comparator=(
+        f"against {len(short)} of the {len(heldout)} comparators ({', '.join(short)})")) if short else []
     if shared_entities:
         warnings.append("every seed shares one test window and one set of entities: the Wilcoxon over seeds "
                         "measures training randomness only; the entity bootstrap carries the sampling uncertainty")
@@ -322,9 +325,12 @@ def lags_differ_verdict(cfg: AuditConfig, shapes: pd.DataFrame, l1_cell: dict) -
                 f"({len(tested)} panel(s)); Fisher p {format_p(p)}")
     verdict = "supported" if p < a and share >= cfg.lags_differ_share else "not certified"
     explained = l1_cell["verdict"] == "supported"
-    reading = ("the lags differ, and the proxies hold them (L1 supported)" if verdict == "supported" and explained
-               else "the lags differ, but the proxies do not explain them (L1 not supported): look for what does"
-               if verdict == "supported" else "no evidence that the lags differ across entities")
+    if verdict == "supported":
+        reading = ("the lags differ, and the proxies hold them (L1 supported)" if explained else
+                   "the lags differ, but the proxies do not explain them (L1 not supported): look for what does")
+    else:
+        reading = ("the per-entity tests alone do not show it (each entity has few targets), but L1 finds lags the "
+                   "proxies hold" if explained else "no evidence that the lags differ across entities")
     return {**cell(verdict, rule, evidence), "reading": reading}
 
 
