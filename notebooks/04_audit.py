@@ -21,15 +21,16 @@
 # It then runs the paired Wilcoxon tests against each reference and gives the verdict for each layer twice, with the
 # rule behind it: under the paper's rules, and under the calibrated rules whose error rates on negative and positive
 # controls are measured by `06_audit_calibration` (docs/audit.md says how they differ). The references are AC-GATE
-# and, where it ran, the classical yardstick, the moderated distributed lag, each judged against its own shared-lag
-# and shuffled-proxy twins; the two are then compared head to head. Runs that are
-# stale or incomplete are named and left out, and the audit of what is current and complete still runs.
+# and, where it ran, the classical yardstick, the moderated distributed lag, each judged against its own shared-lag,
+# shuffled-proxy and proxy twins; the two are then compared head to head. Apart from the layers it says whether the
+# entities' lags differ at all, whatever the proxies say. Runs that are stale or incomplete are named and left out,
+# and the audit of what is current and complete still runs.
 #
 # - **Inputs**: `runs/<domain>/seed<NN>/<method>/` (from `03_train`); stratifiers and proxies from the panels
 #   in `data/processed/<domain>/`.
 # - **Outputs**: `runs/<domain>/audit/`: `l0.csv`, `l1.csv`, `l2.csv`, `l2_summary.csv`, `l3.csv`,
 #   `wilcoxon.csv`, `heldout.csv`, `seed_agreement.csv`, `kstar_by_entity.csv`, `neural_vs_classical.csv`,
-#   `verdicts.json` (columns in docs/audit.md).
+#   `lag_shapes.csv`, `verdicts.json` (columns in docs/audit.md).
 
 # %% tags=["parameters"]
 domain: str = "synthetic_linear"  # reads params/<domain>.yaml (its audit section) and runs/<domain>/

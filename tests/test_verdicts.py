@@ -177,3 +177,29 @@ def test_lags_differ_needs_a_share_of_entities_not_only_a_small_combined_p(smoke
     assert "proxies hold them" in verdicts.lags_differ_verdict(cfg, wide, {"verdict": "supported"})["reading"]
     untestable = shapes.assign(p=np.nan, note="no entity testable")
     assert verdicts.lags_differ_verdict(cfg, untestable, {"verdict": "supported"})["verdict"] == "not claimed"
+
+
+def test_no_seed_warning_where_the_seeds_replicate_nothing(smoke_params):
+    """Two deterministic fits on one shared panel differ alike in every seed: no test is run, and the cell does not
+    ask for more seeds, which could not help (the moderated DL against its shared twin on a user's own panel)."""
+    cfg = dataclasses.replace(smoke_params.audit, reference="moderated_dl")
+    tied = recovery(["moderated_dl", "shared_dl"], {"moderated_dl": [0.5] * 3, "shared_dl": [1.5] * 3}, seeds=3)
+    cell = verdicts.l3_verdict(cfg, tied)
+    assert cell["verdict"] == "not certified" and "no test" in cell["evidence"] and not cell["warnings"]
+    varied = recovery(["moderated_dl", "shared_dl"], {"moderated_dl": [0.5] * 3, "shared_dl": [1.5, 1.6, 1.7]}, seeds=3)
+    assert "train more seeds (5 or more)" in verdicts.l3_verdict(cfg, varied)["warnings"][0]
+
+
+def test_a_broken_calibration_record_is_not_kept_and_says_why(tmp_path, small):
+    """The workflow asks calibration.reusable while it loads: a truncated, non-object or partial record must give
+    'not kept' with a reason (or be kept without the optional facts), never an exception."""
+    (tmp_path / "audit_calibration.csv").write_text("scenario\n")
+    record = tmp_path / calibration.RECORD
+    for text in ('{"rules_version": 2, "sett', "[1, 2]", ""):
+        record.write_text(text)
+        kept, why = calibration.reusable(tmp_path, small, ["lag_free"], 3, 2)
+        assert not kept and "calibration record" in why, why
+    record.write_text(json.dumps({"rules_version": verdicts.RULES_VERSION,
+                                  "settings": calibration.settings(small, ["lag_free"], 3, 2)}, default=list))
+    kept, why = calibration.reusable(tmp_path, small, ["lag_free"], 3, 2)
+    assert kept and "measured the current rules" in why

@@ -313,7 +313,8 @@ class AuditResult:
             frame = getattr(self, name)
             atomic_write(Path(directory) / f"{name}.csv", lambda f, frame=frame: frame.to_csv(f, index=False))
         write_json(Path(directory) / "verdicts.json",
-                   {"domain": self.domain, "kind": self.kind, "reference": self.config.reference,
+                   {"domain": self.domain, "kind": self.kind, "rules_version": verdicts.RULES_VERSION,
+                    "reference": self.config.reference,
                     "verdicts": self.verdicts, "verdicts_paper": self.verdicts_paper,
                     "verdicts_by_reference": self.verdicts_by_reference,
                     "neural_vs_classical": self.neural_vs_classical_verdict, "lags_differ": self.lags_differ,

@@ -261,15 +261,20 @@ def reusable(tables_dir: Path, params: Params, names: list[str], negative: int, 
     path = Path(tables_dir) / RECORD
     if not path.is_file() or not (Path(tables_dir) / "audit_calibration.csv").is_file():
         return False, f"no calibration in {tables_dir}"
-    record = json.loads(path.read_text())
+    try:
+        record = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError, OSError) as err:
+        return False, f"the calibration record {path} is unreadable ({type(err).__name__})"
+    if not isinstance(record, dict):
+        return False, f"the calibration record {path} is not a JSON object"
     if record.get("rules_version") != RULES_VERSION:
         return False, (f"the calibration in {tables_dir} measured rules version {record.get('rules_version')}, the "
                        f"rules are now version {RULES_VERSION}")
     if record.get("settings") != json.loads(json.dumps(settings(params, names, negative, positive))):
         return False, f"the calibration in {tables_dir} was measured under other settings"
     return True, (f"the calibration in {tables_dir} measured the current rules (version {RULES_VERSION}, "
-                  f"{record['created_utc']}, {record['git_sha']}, {negative} replicates per negative and {positive} "
-                  f"per positive control, {record['minutes']} min): kept (make calibrate measures it again)")
+                  f"{record.get('created_utc')}, {record.get('git_sha')}, {negative} replicates per negative and "
+                  f"{positive} per positive control): kept (make calibrate measures it again)")
 
 
 HEARTBEAT = 5.0  # seconds: with replicates in worker processes, a line at least this often while they run

@@ -120,7 +120,8 @@ def _paper_l0(cfg: AuditConfig, wilcoxon: pd.DataFrame) -> dict:
     better = mse[(mse.p < a) & (mse.mean_diff < 0)]
     worse = mse[(mse.p < a) & (mse.mean_diff > 0)]
     evidence = "; ".join(f"{r.method}: diff {r.mean_diff:+.4g}, p {r.p:.2g}" for r in mse.itertuples())
-    warnings = seed_floor_warning(mse.nonzero_pairs.min(), a, two_sided=True)
+    tested = mse[mse.p.notna()]  # a pair the seeds do not replicate has no test, and more seeds cannot help it
+    warnings = seed_floor_warning(tested.nonzero_pairs.min(), a, two_sided=True) if len(tested) else []
     return cell("ruled out" if len(better) else "supported" if len(worse) == len(mse) else "not certified",
                 rule, evidence, warnings)
 
@@ -212,7 +213,8 @@ def l3_verdict(cfg: AuditConfig, l3: pd.DataFrame, one_sided: bool = True) -> di
         beats &= ok
         parts.append(f"{method} MAE diff {diff.mean():+.3f}, p {format_p(p)}"
                      + (" (the same in every seed: no test)" if np.isnan(p) else ""))
-        warnings += seed_floor_warning(int(np.sum(diff != 0)), a, two_sided=not one_sided, comparator=method)
+        if not np.isnan(p):  # a pair the seeds do not replicate has no test, and more seeds cannot help it
+            warnings += seed_floor_warning(int(np.sum(diff != 0)), a, two_sided=not one_sided, comparator=method)
     evidence = (f"mean Spearman {rho:.3f}, mean MAE {mine.mae_lag_centre.mean():.3f}; "
                 + ("; ".join(parts) or "no collapsed model was run, so recovery cannot be told from a constant k*"))
     verdict = ("not certified" if np.isnan(rho) else "ruled out" if rho < 0.2 else
@@ -256,8 +258,9 @@ def _forecast(cfg: AuditConfig, heldout: pd.DataFrame, shared_entities: bool) ->
     if heldout.empty:
         return cell("not certified", rule, "no comparator was scored")
     level = a / len(heldout)  # Holm's first step
-    short = [r.comparator for r in heldout.itertuples() if seed_floor_warning(r.nonzero_pairs, level)]
-    warnings = seed_floor_warning(heldout.nonzero_pairs.min(), level, comparator=(
+    seeded = heldout[heldout.p_seed_better.notna()] if "p_seed_better" in heldout else heldout  # NaN: no seed test
+    short = [r.comparator for r in seeded.itertuples() if seed_floor_warning(r.nonzero_pairs, level)]
+    warnings = seed_floor_warning(seeded.nonzero_pairs.min(), level, comparator=(
         f"against {len(short)} of the {len(heldout)} comparators ({', '.join(short)})")) if short else []
     if shared_entities:
         warnings.append("every seed shares one test window and one set of entities: the Wilcoxon over seeds "
@@ -298,7 +301,8 @@ def _heterogeneity(cfg: AuditConfig, l1: pd.DataFrame, heldout: pd.DataFrame) ->
         beaten.append(ok)
         parts.append(f"vs {comparator}: loss diff {r.mean_loss_diff:+.4g}, p seeds {format_p(r.p_seed_better)}, "
                      f"p entities {format_p(r.p_entity_better, cfg.bootstrap)}{'' if ok else ' (not beaten)'}")
-        warnings += seed_floor_warning(r.nonzero_pairs, a, comparator=comparator)
+        if not np.isnan(r.p_seed_better):  # NaN: the seeds replicate nothing, and more of them cannot help
+            warnings += seed_floor_warning(r.nonzero_pairs, a, comparator=comparator)
     supported = share >= cfg.l1_min_share and len(beaten) == len(comparators) and all(beaten)
     return cell("supported" if supported else "not certified", rule, "; ".join(parts),
                 warnings + edge_warning(cfg, mine))
@@ -330,7 +334,7 @@ def lags_differ_verdict(cfg: AuditConfig, shapes: pd.DataFrame, l1_cell: dict) -
                    "the lags differ, but the proxies do not explain them (L1 not supported): look for what does")
     else:
         reading = ("the per-entity tests alone do not show it (each entity has few targets), but L1 finds lags the "
-                   "proxies hold" if explained else "no evidence that the lags differ across entities")
+                   "proxies hold" if explained else "not shown: too few entities reject a shared lag shape")
     return {**cell(verdict, rule, evidence), "reading": reading}
 
 
