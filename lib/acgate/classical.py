@@ -150,20 +150,27 @@ class CurveFit:
         return self.intercept[:, None] + np.einsum("nsfj,nfj->ns", U, self.theta)
 
 
+def best_on_validation(d: Design, candidates) -> CurveFit:
+    """Of the candidate curves, (theta (N, F, J), facts) pairs, the fit (with each entity's intercept on its training
+    targets) whose validation MSE is lowest; the first of equals."""
+    best = None
+    for theta, facts in candidates:
+        fitted = np.einsum("nsfj,nfj->ns", d.U, theta)
+        candidate = CurveFit(theta, intercepts(d.y - fitted, d.train), facts)
+        mse = _val_mse(candidate.predict(d.U), d)
+        if best is None or mse < best[0]:
+            best = (mse, candidate)
+    return best[1]
+
+
 def fit_moderated(d: Design, q: np.ndarray) -> CurveFit:
     """The pooled moderated distributed lag on moderators q (N, Q), for the :class:`Design` of one basis size."""
     n_feat, size = d.U.shape[2:]
     Z = interactions(d.U, q)
     penalised = np.tile(np.arange(q.shape[1]) > 0, n_feat * size)  # the interactions, not the shared curve
-    best = None
-    for share, beta in zip(RIDGE_SHARES, ridge_within(Z, d.y, d.train, penalised, RIDGE_SHARES), strict=True):
-        theta = np.einsum("fjm,nm->nfj", beta.reshape(n_feat, size, -1), q)
-        fitted = np.einsum("nsfj,nfj->ns", d.U, theta)
-        candidate = CurveFit(theta, intercepts(d.y - fitted, d.train), {"ridge": share})
-        mse = _val_mse(candidate.predict(d.U), d)
-        if best is None or mse < best[0]:
-            best = (mse, candidate)
-    return best[1]
+    betas = ridge_within(Z, d.y, d.train, penalised, RIDGE_SHARES)
+    return best_on_validation(d, ((np.einsum("fjm,nm->nfj", beta.reshape(n_feat, size, -1), q), {"ridge": share})
+                                  for share, beta in zip(RIDGE_SHARES, betas, strict=True)))
 
 
 def stage_one(d: Design) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -223,17 +230,10 @@ def fit_two_stage(d: Design, q: np.ndarray) -> CurveFit | None:
     if usable.sum() <= q.shape[1]:
         return None
     psi = between_entity_covariance(q[usable], theta_own[usable], cov_own[usable])
-    best = None
-    for scale in SHRINK_SCALES:
-        theta = shrunk_curves(q, usable, theta_own, cov_own, scale * psi).reshape(n, n_feat, size)
-        fitted = np.einsum("nsfj,nfj->ns", d.U, theta)
-        candidate = CurveFit(theta, intercepts(d.y - fitted, d.train),
-                             {"entities_own_fit": int(usable.sum()), "psi_scale": scale,
-                              "between_entity_variance": float(np.trace(scale * psi))})
-        mse = _val_mse(candidate.predict(d.U), d)
-        if best is None or mse < best[0]:
-            best = (mse, candidate)
-    return best[1]
+    return best_on_validation(d, ((shrunk_curves(q, usable, theta_own, cov_own, scale * psi).reshape(n, n_feat, size),
+                                   {"entities_own_fit": int(usable.sum()), "psi_scale": scale,
+                                    "between_entity_variance": float(np.trace(scale * psi))})
+                                  for scale in SHRINK_SCALES))
 
 
 SCALED_ITERATIONS = 50  # alternating least squares of proxy_scaled_dl: at most this many rounds
@@ -246,34 +246,33 @@ def fit_proxy_scaled(d: Design, q: np.ndarray) -> CurveFit:
     the shapes (ridge on the interactions, as :func:`fit_moderated`), then the shapes given the scales (unit norm,
     the size going to c), until the training sum of squares settles; for each ridge penalty, the best on
     validation kept."""
-    n_feat, size = d.U.shape[2:]
     shared = fit_moderated(d, np.ones((len(q), 1))).theta[0]  # (F, J)
+    return best_on_validation(d, ((_scaled_curves(d, q, shared, share), {"ridge": share}) for share in RIDGE_SHARES))
+
+
+def _scaled_curves(d: Design, q: np.ndarray, shape: np.ndarray, share: float) -> np.ndarray:
+    """theta (N, F, J) of :func:`fit_proxy_scaled` for one ridge penalty, by alternating least squares from the
+    shapes ``shape`` (F, J)."""
+    n_feat, size = d.U.shape[2:]
     penalised = np.tile(np.arange(q.shape[1]) > 0, n_feat)
-    best = None
-    for share in RIDGE_SHARES:
-        shape, last = shared.copy(), np.inf
-        for _ in range(SCALED_ITERATIONS):
-            norm = np.linalg.norm(shape, axis=1, keepdims=True)
-            shape = shape / np.where(norm > 0, norm, 1.0)
-            driven = np.einsum("nsfj,fj->nsf", d.U, shape)
-            c = ridge_within(np.einsum("nsf,nm->nsfm", driven, q).reshape(*driven.shape[:2], -1), d.y, d.train,
-                             penalised, (share,))[0].reshape(n_feat, -1)
-            scale = q @ c.T  # (N, F)
-            flat = ridge_within(np.einsum("nsfj,nf->nsfj", d.U, scale).reshape(*d.U.shape[:2], -1), d.y, d.train,
-                                np.zeros(n_feat * size, dtype=bool), (0.0,))[0]
-            shape = flat.reshape(n_feat, size)
-            theta = np.einsum("nf,fj->nfj", scale, shape)
-            residual = _within(d.y - np.einsum("nsfj,nfj->ns", d.U, theta), d.train)
-            rss = float(np.sum(residual[d.train] ** 2))
-            if last - rss <= SCALED_TOLERANCE * max(rss, 1e-12):
-                break
-            last = rss
-        fitted = np.einsum("nsfj,nfj->ns", d.U, theta)
-        candidate = CurveFit(theta, intercepts(d.y - fitted, d.train), {"ridge": share})
-        mse = _val_mse(candidate.predict(d.U), d)
-        if best is None or mse < best[0]:
-            best = (mse, candidate)
-    return best[1]
+    last = np.inf
+    for _ in range(SCALED_ITERATIONS):
+        norm = np.linalg.norm(shape, axis=1, keepdims=True)
+        shape = shape / np.where(norm > 0, norm, 1.0)
+        driven = np.einsum("nsfj,fj->nsf", d.U, shape)
+        c = ridge_within(np.einsum("nsf,nm->nsfm", driven, q).reshape(*driven.shape[:2], -1), d.y, d.train,
+                         penalised, (share,))[0].reshape(n_feat, -1)
+        scale = q @ c.T  # (N, F)
+        flat = ridge_within(np.einsum("nsfj,nf->nsfj", d.U, scale).reshape(*d.U.shape[:2], -1), d.y, d.train,
+                            np.zeros(n_feat * size, dtype=bool), (0.0,))[0]
+        shape = flat.reshape(n_feat, size)
+        theta = np.einsum("nf,fj->nfj", scale, shape)
+        residual = _within(d.y - np.einsum("nsfj,nfj->ns", d.U, theta), d.train)
+        rss = float(np.sum(residual[d.train] ** 2))
+        if last - rss <= SCALED_TOLERANCE * max(rss, 1e-12):
+            break
+        last = rss
+    return theta
 
 
 FITTERS = {"moderated_dl": (fit_moderated, False), "shared_dl": (fit_moderated, True),
