@@ -12,6 +12,9 @@
 #                         tables and figures of all of them (about 8 minutes more than make paper on 2 cores)
 #   make calibrate        only the audit calibration, measured again (06_audit_calibration: tables/audit_calibration.*,
 #                         its figure; about 40 minutes on 2 cores; make paper keeps one of the current rules)
+#   make panel-matched    the panel-matched error rates of economics and energy (07_panel_matched: surrogates of each
+#                         panel, audited; tables/<domain>_panel_matched.*), with the grid they need; an own panel's
+#                         grid runs its study by itself
 #   make dry-run          list the jobs `make paper` would run, and why, without running them
 #   make unlock           release the workflow's lock after a hard kill or power loss, then rerun `make paper`
 #   make bench            speed and memory benchmark (one thread per run; CUDA too when present): prints its figures
@@ -48,7 +51,7 @@ SNAKEMAKE = $(VENV)/bin/snakemake --snakefile workflow/Snakefile --cores $(JOBS)
 	--max-jobs-per-timespan 500/20s $(if $(SNAKEMAKE_PROFILE),--profile $(SNAKEMAKE_PROFILE))
 QUICK := seeds=3 runs_dir=runs/quick calibration_negative_replicates=2 calibration_positive_replicates=2
 
-.PHONY: setup paper scenarios quick calibrate dry-run unlock bench data example test lint lab notebooks clean-runs
+.PHONY: setup paper scenarios quick calibrate panel-matched dry-run unlock bench data example test lint lab notebooks clean-runs
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -70,6 +73,9 @@ quick: setup
 
 calibrate: setup
 	$(SNAKEMAKE) calibrate --forcerun calibrate $(if $(CONFIG),--config $(CONFIG))
+
+panel-matched: setup
+	$(SNAKEMAKE) --config 'panel_matched_domains=[economics, energy]' $(CONFIG)
 
 dry-run: setup
 	$(SNAKEMAKE) --dry-run --quiet rules $(if $(CONFIG),--config $(CONFIG))

@@ -48,14 +48,18 @@ import pandas as pd
 import seaborn as sns
 from IPython.display import display
 
-from acgate.audit import audit_domain, kstar_with_stratifiers, over_seeds
-from acgate.layout import audit_dir, grid_folders
+from acgate.audit import audit_domain, kstar_with_stratifiers, load_panel, over_seeds
+from acgate.layout import audit_dir, grid_folders, panel_matched_dir
 from acgate.notebook import resolve
+from acgate.panel_matched import RECORD, read_rates
 
 params, root = resolve(domain, params_file, profile_file)
 folders = grid_folders([profile_file], runs_dir, data_dir)  # a profile's own, when one is set
 runs_root, data_root = root / folders["runs_dir"], root / folders["data_dir"]
 result = audit_domain(params, runs_root, data_root, seeds, methods)
+if params.data is not None:  # a data domain: the error rates of its panel-matched study (07), when it is current
+    result.error_rates = read_rates(panel_matched_dir(runs_root, params.domain) / RECORD,
+                                    load_panel(data_root, params.domain, 0), params)
 out_dir = audit_dir(runs_root, params.domain)
 result.write(out_dir)
 print(f"audited {params.domain}: {result.l0.seed.nunique()} seeds x {result.l0.method.nunique()} methods "
@@ -79,17 +83,28 @@ else:
 # ## Verdicts
 # One line per layer for each reference (AC-GATE, and the moderated distributed lag where it ran): the calibrated
 # verdict, and the paper rule's beside it; then whether the entities' lags differ at all, whatever the proxies say
-# (per-entity F-tests of lag-curve shape, apart from the layers), and AC-GATE against the classical model. The
+# (per-entity F-tests of lag-curve shape, apart from the layers), and AC-GATE against the classical model. For a
+# data domain with a current panel-matched study (`07_panel_matched`), each calibrated verdict is followed by its
+# error rates on surrogates of this panel: how often the rule says "supported" where the lags are the same for
+# every entity, and how often it does where they spread by 0.5, 1 and 2 lags. The
 # verdicts depend only on the runs and the panels, so re-executing this notebook must print the same (nbval checks
 # this cell). Warnings say where the number of seeds cannot reach alpha for a layer, where lags pile up at the
 # window's edge, or where a test measures less than it seems to.
 
 # %%
 # NBVAL_CHECK_OUTPUT
+rates = result.error_rates.get("error_rates", {})
 for reference, found in result.verdicts_by_reference.items():
     for layer, cell in found["calibrated"].items():
         print(f"{reference:12s} {layer}: {cell['verdict']:13s} (paper rule: {found['paper'][layer]['verdict']})")
+        if layer in rates.get(reference, {}):
+            print(f"{'':17s}{rates[reference][layer]['sentence']}")
 print(f"lags differ: {result.lags_differ['verdict']} ({result.lags_differ['reading']})")
+differ = next((rates[r]["lags differ"] for r in ("moderated_dl", *rates) if "lags differ" in rates.get(r, {})), None)
+if differ:  # one statement for both references: the classical replicates are the more numerous
+    print(f"{'':17s}{differ['sentence']}")
+if result.error_rates.get("note"):
+    print("panel-matched error rates:", result.error_rates["note"])
 for classical, line in result.neural_vs_classical_verdict.items():
     for aspect, outcome in line.items() if classical != "rule" else ():
         if aspect != "evidence":

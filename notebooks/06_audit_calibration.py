@@ -55,6 +55,7 @@ runs_dir: str = "runs"  # replicates go to <runs_dir>/audit_calibration/
 tables_dir: str = "tables"  # audit_calibration.{csv,md,tex} go here
 figures_dir: str = "figures"  # audit_calibration.{png,pdf} go here
 # %%
+import functools
 import os
 import time
 
@@ -82,7 +83,8 @@ print(f"{len(plan)} replicate audits of {len(names)} scenarios, {params.n_seeds}
 
 # %%
 start = time.perf_counter()
-replicates = calibration.run_replicates(plan, params, out, jobs=workers)
+replicates = calibration.run_replicates(plan, functools.partial(calibration.run_replicate, params=params, root=out),
+                                         jobs=workers)
 minutes = (time.perf_counter() - start) / 60
 atomic_write(out / "replicates.csv", lambda f: replicates.to_csv(f, index=False))
 print(f"{len(plan)} replicates in {minutes:.1f} min ({workers} processes)")

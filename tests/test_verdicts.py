@@ -6,6 +6,7 @@ alignment verdict (L2) may be "supported", with the practical spread threshold a
 rules fail several of them (the L2 rows of tables/audit_calibration)."""
 
 import dataclasses
+import functools
 import json
 from pathlib import Path
 
@@ -63,8 +64,8 @@ def test_lag_free_kstar_is_never_supported_though_the_paper_rule_supports_it(sma
 def test_replicates_in_worker_processes_report_while_they_run(small, tmp_path, monkeypatch):
     monkeypatch.setattr(calibration, "HEARTBEAT", 0.2)  # the workers take seconds just to start
     lines = []
-    records = calibration.run_replicates([("lag_free", 0), ("lag_free", 1)], small, tmp_path, jobs=2,
-                                         log=lines.append)
+    work = functools.partial(calibration.run_replicate, params=small, root=tmp_path)
+    records = calibration.run_replicates([("lag_free", 0), ("lag_free", 1)], work, jobs=2, log=lines.append)
     assert sorted(zip(records.replicate, records.reference, strict=True)) == [
         (0, "acgate"), (0, "moderated_dl"), (1, "acgate"), (1, "moderated_dl")]
     assert lines[0] == "[calibration 0/2] 2 replicates, 2 at a time"

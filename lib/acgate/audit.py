@@ -302,6 +302,7 @@ class AuditResult:
     verdicts_by_reference: dict = field(default_factory=dict)  # reference -> {"calibrated": ..., "paper": ...}
     neural_vs_classical_verdict: dict = field(default_factory=dict)  # see comparison_verdict
     lags_differ: dict = field(default_factory=dict)  # verdicts.lags_differ_verdict: a cell apart from the layers
+    error_rates: dict = field(default_factory=dict)  # a data domain's panel-matched rates (panel_matched.read_rates)
     excluded: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=EXCLUDED_COLUMNS))
     kind: str = "synthetic"  # Params.kind: "synthetic", "data" or "proxy_shuffle" (from the params, not the name)
     shared_entities: bool = False
@@ -318,6 +319,7 @@ class AuditResult:
                     "verdicts": self.verdicts, "verdicts_paper": self.verdicts_paper,
                     "verdicts_by_reference": self.verdicts_by_reference,
                     "neural_vs_classical": self.neural_vs_classical_verdict, "lags_differ": self.lags_differ,
+                    "error_rates": self.error_rates,
                     "shared_entities": self.shared_entities,
                     "problems": self.problems, "excluded_runs": self.excluded.to_dict("records"),
                     "audit": dataclasses.asdict(self.config)})
@@ -351,7 +353,7 @@ def read_audit(directory: Path) -> AuditResult:
                        verdicts_by_reference=meta.get("verdicts_by_reference") or {  # an audit from before the
                            audit["reference"]: {"calibrated": meta["verdicts"], "paper": meta["verdicts_paper"]}},
                        neural_vs_classical_verdict=meta.get("neural_vs_classical", {}),
-                       lags_differ=meta.get("lags_differ", {}),
+                       lags_differ=meta.get("lags_differ", {}), error_rates=meta.get("error_rates", {}),
                        excluded=pd.DataFrame(meta["excluded_runs"], columns=EXCLUDED_COLUMNS), kind=meta["kind"],
                        shared_entities=meta["shared_entities"], problems=meta["problems"])
 

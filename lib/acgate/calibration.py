@@ -44,7 +44,7 @@ import pandas as pd
 
 from acgate import audit, dgp, statistics
 from acgate.baselines import persistence
-from acgate.config import Params
+from acgate.config import AuditConfig, Params
 from acgate.lags import lag_frame
 from acgate.layout import audit_dir, method_dir, panel_dir
 from acgate.panel import SPLITS, Panel
@@ -207,21 +207,31 @@ def run_replicate(name: str, replicate: int, params: Params, root: Path) -> list
             run_method(panel, params, method, seed, runs_root, log=lambda _: None)
     result = audit.audit_domain(params, runs_root, data_root)
     result.write(audit_dir(runs_root, params.domain))
-    at_zero = audit.judge(result, dataclasses.replace(params.audit, practical_sd=0.0))
-    seconds = round(time.perf_counter() - start, 2)
+    return replicate_records(result, params.audit, {"scenario": name, "control": scenario.control,
+                                                    "lags_differ_truth": scenario.lags_differ, "replicate": replicate},
+                             round(time.perf_counter() - start, 2))
+
+
+def replicate_records(result: audit.AuditResult, cfg: AuditConfig, about: dict, seconds: float) -> list[dict]:
+    """One record per reference of a replicate's audit: ``about`` (scenario, control, lags_differ_truth, replicate),
+    the verdicts of both rule sets and of the calibrated ones with the practical spread threshold at zero, the L2
+    test alone (with the earlier strict lag-free test), the lags-differ statement, the mean spread of k*, and the
+    seconds the replicate took."""
+    at_zero = audit.judge(result, dataclasses.replace(cfg, practical_sd=0.0))
     records = []
     for reference, found in result.verdicts_by_reference.items():
-        record = {"scenario": name, "control": scenario.control, "lags_differ_truth": scenario.lags_differ,
-                  "replicate": replicate, "reference": reference, "seconds": seconds}
+        if result.l1.empty or not (result.l1.method == reference).any():  # not run in this replicate
+            continue
+        record = {**about, "reference": reference, "seconds": seconds}
         for rule, cells in (("paper", found["paper"]), ("calibrated", found["calibrated"]),
                             ("calibrated_sd0", at_zero[reference]["calibrated"])):
             record.update({f"{rule}_{layer}": cells[layer]["verdict"] for layer in LAYERS})
         summary = result.l2_summary[(result.l2_summary.method == reference) & ~result.l2_summary.circular_joint]
-        alone = len(aligned_stratifiers(params.audit, summary)) > 0
+        alone = len(aligned_stratifiers(cfg, summary)) > 0
         record["L2_test_alone"] = "supported" if alone else "not certified"
         strict = statistics.holm(dict(zip(summary.stratifier, np.maximum(summary.alignment_p, summary.lag_free_p),
                                           strict=True)))  # NaN stays NaN: an untested stratifier passes nothing
-        record["L2_strict_alone"] = ("supported" if np.nanmin([*strict.values(), 1.0]) < params.audit.alpha
+        record["L2_strict_alone"] = ("supported" if np.nanmin([*strict.values(), 1.0]) < cfg.alpha
                                      else "not certified")
         record["lags_differ"] = result.lags_differ["verdict"]
         record["kstar_sd"] = float(result.l1[result.l1.method == reference].kstar_sd.mean())
@@ -280,13 +290,14 @@ def reusable(tables_dir: Path, params: Params, names: list[str], negative: int, 
 HEARTBEAT = 5.0  # seconds: with replicates in worker processes, a line at least this often while they run
 
 
-def run_replicates(plan: list[tuple[str, int]], params: Params, root: Path, jobs: int = 1,
-                   log: Callable[[str], None] = print) -> pd.DataFrame:
-    """Every (scenario, replicate) of ``plan`` (in ``jobs`` fresh processes when more than one), one progress line
-    per finished replicate (and, with worker processes, one every :data:`HEARTBEAT` seconds without one); one
-    record per replicate (see :func:`run_replicate`)."""
+def run_replicates(plan: list[tuple[str, int]], work: Callable[[str, int], list[dict]], jobs: int = 1,
+                   log: Callable[[str], None] = print, label: str = "calibration") -> pd.DataFrame:
+    """Every (scenario, replicate) of ``plan`` through ``work`` (:func:`run_replicate` with its params and folder
+    bound, or :func:`acgate.panel_matched.run_replicate`; in ``jobs`` fresh processes when more than one, so it
+    must pickle), one progress line per finished replicate (and, with worker processes, one every
+    :data:`HEARTBEAT` seconds without one); the records of every replicate in one table."""
     records, start = [], time.perf_counter()
-    log(f"[calibration 0/{len(plan)}] {len(plan)} replicates, {max(jobs, 1)} at a time")
+    log(f"[{label} 0/{len(plan)}] {len(plan)} replicates, {max(jobs, 1)} at a time")
 
     done = 0
 
@@ -296,22 +307,22 @@ def run_replicates(plan: list[tuple[str, int]], params: Params, root: Path, jobs
         done += 1
         elapsed, left = time.perf_counter() - start, len(plan) - done
         verdicts = ", ".join(f"{r['reference']} L1 {r['calibrated_L1']}, L2 {r['calibrated_L2']}" for r in found)
-        log(f"[calibration {done}/{len(plan)}] {found[0]['scenario']} replicate {found[0]['replicate']}: "
+        log(f"[{label} {done}/{len(plan)}] {found[0]['scenario']} replicate {found[0]['replicate']}: "
             f"calibrated {verdicts} ({found[0]['seconds']:.0f} s; {elapsed / 60:.1f} min so far, about "
             f"{elapsed / done * left / 60:.1f} min left)")
 
     if jobs <= 1:
         for name, replicate in plan:
-            progress(run_replicate(name, replicate, params, root))
+            progress(work(name, replicate))
     else:
         with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-            running = {pool.submit(run_replicate, n, r, params, root) for n, r in plan}
+            running = {pool.submit(work, n, r) for n, r in plan}
             while running:
                 finished, running = wait(running, timeout=HEARTBEAT, return_when=FIRST_COMPLETED)
                 for future in finished:
                     progress(future.result())
                 if not finished:
-                    log(f"[calibration {done}/{len(plan)}] {min(jobs, len(running))} replicates running "
+                    log(f"[{label} {done}/{len(plan)}] {min(jobs, len(running))} replicates running "
                         f"({(time.perf_counter() - start) / 60:.1f} min so far)")
     return pd.DataFrame(records).sort_values(["control", "scenario", "replicate", "reference"], kind="stable",
                                              ignore_index=True)
@@ -347,7 +358,8 @@ def calibration_table(replicates: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def calibration_figure(table: pd.DataFrame):
+def calibration_figure(table: pd.DataFrame, title: str = "Audit calibration: each verdict against the truth of "
+                                                          "its scenario"):
     """Share of replicates "supported" with its 95 % interval, per scenario, for L1, L2, L3 and the lags-differ
     statement: AC-GATE under the paper's rules, the calibrated ones and the calibrated ones with the practical spread
     threshold at zero, and the moderated distributed lag under the calibrated ones; a grey cross marks the right
@@ -380,12 +392,13 @@ def calibration_figure(table: pd.DataFrame):
         ax.axhline(negatives - 0.5, color="grey", lw=0.8)
         ax.set(xlim=(-0.05, 1.05), title=layer)
         ax.grid(axis="x", lw=0.4, alpha=0.5)
-    labels = [f"{s} ({SCENARIOS[s].control})" if s in SCENARIOS else s for s in order]
+    control = shown.drop_duplicates("scenario").set_index("scenario").control
+    labels = [f"{s} ({control[s]})" for s in order]
     axes[0].set_yticks(np.arange(len(order)), [label.replace("_", " ") for label in labels])
     axes[0].invert_yaxis()
     handles, labels = axes[0].get_legend_handles_labels()  # the first panel has every series
     axes[-1].legend(handles, labels, loc="upper left", bbox_to_anchor=(1.02, 1), fontsize=8, frameon=False)
     fig.supxlabel('share of replicates "supported" (95 % Clopper-Pearson interval); x: the right answer', fontsize=10)
-    fig.suptitle("Audit calibration: each verdict against the truth of its scenario", fontsize=10)
+    fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     return fig

@@ -5,6 +5,7 @@
     <data>/processed/<domain>/seed<NN>/      a synthetic domain's panel of one seed (02_synthetic_dgp)
     <runs>/<domain>/seed<NN>/<method>/       one run (03_train): RUN_FILES, metrics.json last
     <runs>/<domain>/audit/                   a domain's audit (04_audit)
+    <runs>/<domain>/panel_matched/           a data domain's panel-matched error rates (07_panel_matched)
 
 ``<data>`` is ``data`` and ``<runs>`` is ``runs`` for the paper's grid; notebooks and the workflow take them as
 parameters, and with a profile they default to folders of the profile's own (:func:`grid_folders`). A run is
@@ -71,6 +72,10 @@ def method_dir(runs_root: Path, domain: str, seed: int, method: str) -> Path:
 
 def audit_dir(runs_root: Path, domain: str) -> Path:
     return Path(runs_root) / domain / "audit"
+
+
+def panel_matched_dir(runs_root: Path, domain: str) -> Path:
+    return Path(runs_root) / domain / "panel_matched"
 
 
 def run_folders(runs_root: Path, domain: str) -> Iterator[tuple[int, str, Path]]:

@@ -64,8 +64,9 @@ def resolve(domain: str, params_file: str = "", profile_file: str = "") -> tuple
     return params, root
 
 
-# progress lines: training's "[acgate seed 3] epoch 25/200 ...", the calibration's "[calibration 4/19] ..."
-PROGRESS = re.compile(r"^\s*\[(\w+ seed \d+|calibration \d+/\d+)\]")
+# progress lines: training's "[acgate seed 3] epoch 25/200 ...", the calibrations' "[calibration 4/19] ..." and
+# "[panel-matched 4/19] ..."
+PROGRESS = re.compile(r"^\s*\[(\w+ seed \d+|(calibration|panel-matched) \d+/\d+)\]")
 BAR = re.compile(r"^\s*\w+ seed \d+:\s+\d+%\|")  # its progress bar: "acgate seed 3:  45%|####5  | 90/200 [...]"
 BAR_EVERY = 5.0  # seconds between two echoes of a progress bar
 

@@ -1,0 +1,135 @@
+# ---
+# jupyter:
+#   jupytext:
+#     notebook_metadata_filter: -jupytext.text_representation
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 07 Panel-matched error rates: how often would the audit be wrong on panels like this one?
+#
+# The calibration of `06_audit_calibration` measures the verdict rules on control panels of its own (100 entities,
+# 24 steps). Power and size depend on the panel: its entities, its time span, its splits, how much of the target
+# the lagged inputs explain, how noisy and how persistent the rest is. This notebook measures them on surrogates of
+# the domain's own panel, which keep its entities, time span, splits, features, proxies and stratifiers and replace
+# only the target (`lib/acgate/panel_matched.py` says how):
+#
+# - **nulls**, one lag curve for every entity (the pooled distributed lag fitted to the panel), with noise at the
+#   panel's residual scale and persistence (`one_curve`), and with the proxies setting the size of the lagged
+#   effect (`effect_size`) or of the noise (`noise_scale`): L1, L2 and L3 must not say "supported", nor the
+#   lags-differ statement;
+# - **positives**, each entity's lag curve shifted so that the true lags spread by 0.5, 1 or 2 lags (sd across
+#   entities): along the proxies' direction (`proxy_lags_*`: the proxies hold the lags, so L1, L2, L3 and the
+#   lags-differ statement should say "supported"), or along a stratifier the proxies do not carry
+#   (`stratifier_lags_*`: the lags differ, which the lags-differ statement should find, but the proxies cannot
+#   hold them, so L1, L2 and L3 must not say so).
+#
+# Every replicate is a full audit of a surrogate's runs with the domain's own model, training and audit settings:
+# the moderated distributed lag and its three twins in every replicate (a second or a few), AC-GATE and its three
+# comparators in the first `neural_replicates` of each scenario (the neural training is most of the cost). The
+# audit (`04_audit`) states these rates next to each verdict when the study is current (the same panel, params and
+# rules).
+#
+# - **Inputs**: the domain's panel in `<data_dir>/processed/<domain>/` (from `01_data_prep`), its params file.
+# - **Outputs**: `<runs_dir>/<domain>/panel_matched/` (every replicate's panel, runs and audit, `replicates.csv`,
+#   `panel_matched.json` with the error rates), `<tables_dir>/<domain>_panel_matched.{csv,md,tex,json}`,
+#   `<figures_dir>/<domain>_panel_matched.{png,pdf}`.
+
+# %% tags=["parameters"]
+domain: str = "example_panel"  # a data domain: params/<domain>.yaml with a data section (economics, energy, yours)
+params_file: str = ""  # params file; empty means params/<domain>.yaml
+profile_file: str = ""  # optional overlay profile, e.g. params/smoke_panel.yaml
+runs_dir: str = ""  # the study goes to <runs_dir>/<domain>/panel_matched/; empty: runs, or runs/<profile>
+data_dir: str = ""  # the panel is read from <data_dir>/processed/<domain>/; empty: data, or <runs_dir>/data
+tables_dir: str = ""  # <domain>_panel_matched.{csv,md,tex,json} go here; empty: tables, or <runs_dir>/tables
+figures_dir: str = ""  # <domain>_panel_matched.{png,pdf} go here; empty: figures, or <runs_dir>/figures
+replicates: int = 20  # surrogate audits of each scenario (the classical family in every one)
+neural_replicates: int = 2  # of those, how many also train the AC-GATE family (the first of each scenario)
+seeds: int = 5  # seeds a replicate trains (5: the fewest whose one-sided Wilcoxon can reach p < 0.05); 0: n_seeds
+jobs: int = 0  # replicates run at once, each in its own single-thread process; 0 means one per CPU core
+# %%
+import functools
+import os
+import time
+
+import pandas as pd
+from IPython.display import display
+
+from acgate import calibration, figures, panel_matched, render
+from acgate.layout import grid_folders, panel_dir, panel_matched_dir
+from acgate.notebook import resolve
+from acgate.panel import Panel
+from acgate.runs import atomic_write
+
+params, root = resolve(domain, params_file, profile_file)
+if params.data is None:
+    raise ValueError(f"domain '{domain}' is synthetic: its panels carry their own truth, and 06_audit_calibration "
+                     "measures the rules on such panels; this notebook is for data domains (a data section)")
+folders = grid_folders([profile_file], runs_dir, data_dir, tables_dir, figures_dir)
+panel = Panel.load(panel_dir(root / folders["data_dir"], params.domain))
+out = panel_matched_dir(root / folders["runs_dir"], params.domain)
+n_seeds = seeds or params.n_seeds
+workers = jobs or os.cpu_count() or 1
+source = panel_matched.fit_source(panel, params)
+names = source.scenarios()
+plan = panel_matched.plan(names, replicates)
+print(f"{len(plan)} surrogate audits of {params.domain} ({panel.n_entities} entities x {len(panel.times)} steps): "
+      f"{len(names)} scenarios x {replicates} replicates, {n_seeds} seeds each, the AC-GATE family in "
+      f"{min(neural_replicates, replicates)} of each; {workers} at once -> {out}")
+
+# %% [markdown]
+# ## What the surrogates are made from
+# The pooled lag curve (standardised units, one row per feature, lags 1..K), the residuals' AR(1) coefficient and
+# median innovation sd, the share of the target's variance the pooled lagged part explains, how the proxies'
+# direction and the stratifier scenarios' score were chosen, and the spread of the true k* each positive reaches
+# (a short window cannot hold a spread of 2 lags).
+
+# %%
+for key, value in source.about.items():
+    print(f"{key}: {value}")
+pd.Series({name: panel_matched.SCENARIOS[name].description for name in names}, name="surrogate").to_frame()
+
+# %% [markdown]
+# ## The replicates
+# One line per finished replicate, with the time so far and an estimate of what is left.
+
+# %%
+start = time.perf_counter()
+work = functools.partial(panel_matched.run_replicate, source=source, params=params, root=out, seeds=n_seeds,
+                         neural=neural_replicates)
+found = calibration.run_replicates(plan, work, jobs=workers, label="panel-matched")
+minutes = (time.perf_counter() - start) / 60
+atomic_write(out / "replicates.csv", lambda f: found.to_csv(f, index=False))
+print(f"{len(plan)} replicates in {minutes:.1f} min ({workers} processes)")
+
+# %% [markdown]
+# ## Error rates on panels like this one
+# Per scenario, reference, rule and layer: the share of replicates "supported" with its 95 % Clopper-Pearson interval
+# and the right answer (`truth`): where it is "not supported", the share is the rule's false-support rate, else its
+# power. Then, per reference and layer of the calibrated rules, the sentence the audit prints next to its verdict.
+
+# %%
+table = calibration.calibration_table(found)
+tables = root / folders["tables_dir"]
+render.write_table(table, tables, f"{params.domain}_panel_matched",
+                   f"Panel-matched error rates of {params.domain}: share of surrogate audits \"supported\" per "
+                   "scenario, reference, rule and layer, with 95 % Clopper-Pearson intervals and the right answer.")
+rates = panel_matched.error_rates(table, source.about["true_kstar_sd"])
+for reference, layers in rates.items():
+    for layer, rate in layers.items():
+        print(f"{reference:12s} {layer}: {rate['sentence']}")
+
+# %%
+pd.set_option("display.width", 200, "display.max_rows", 200)
+display(table[table.rule == "calibrated"].pivot_table(index=["control", "scenario"], columns=["reference", "layer"],
+                                                      values="share_supported"))
+fig = calibration.calibration_figure(table, f"Panel-matched error rates of {params.domain}: each verdict against "
+                                            "the truth of its surrogate")
+figures.save_figure(fig, root / folders["figures_dir"], f"{params.domain}_panel_matched")
+# last: the record the audit reads (and its copy beside the table), written once the table and the figure are
+for folder, name in ((out, panel_matched.RECORD), (tables, f"{params.domain}_panel_matched.json")):
+    panel_matched.write_record(folder / name, source, params, names, replicates, neural_replicates, n_seeds, rates,
+                               minutes, workers)
