@@ -13,7 +13,8 @@
 #   make calibrate        only the audit calibration, measured again (06_audit_calibration: tables/audit_calibration.*,
 #                         its figure; about 40 minutes on 2 cores; make paper keeps one of the current rules)
 #   make panel-matched    the panel-matched error rates of economics and energy (07_panel_matched: surrogates of each
-#                         panel, audited; tables/<domain>_panel_matched.*), with the grid they need; an own panel's
+#                         panel, audited, the AC-GATE family in 5 of each scenario; tables/<domain>_panel_matched.*),
+#                         with the grid they need (about 45 minutes on 2 cores); an own panel's
 #                         grid runs its study by itself
 #   make dry-run          list the jobs `make paper` would run, and why, without running them
 #   make unlock           release the workflow's lock after a hard kill or power loss, then rerun `make paper`
@@ -75,7 +76,7 @@ calibrate: setup
 	$(SNAKEMAKE) calibrate --forcerun calibrate $(if $(CONFIG),--config $(CONFIG))
 
 panel-matched: setup
-	$(SNAKEMAKE) --config 'panel_matched_domains=[economics, energy]' $(CONFIG)
+	$(SNAKEMAKE) --config 'panel_matched_domains=[economics, energy]' panel_matched_neural_replicates=5 $(CONFIG)
 
 dry-run: setup
 	$(SNAKEMAKE) --dry-run --quiet rules $(if $(CONFIG),--config $(CONFIG))
