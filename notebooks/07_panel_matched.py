@@ -46,6 +46,7 @@ runs_dir: str = ""  # the study goes to <runs_dir>/<domain>/panel_matched/; empt
 data_dir: str = ""  # the panel is read from <data_dir>/processed/<domain>/; empty: data, or <runs_dir>/data
 tables_dir: str = ""  # <domain>_panel_matched.{csv,md,tex,json} go here; empty: tables, or <runs_dir>/tables
 figures_dir: str = ""  # <domain>_panel_matched.{png,pdf} go here; empty: figures, or <runs_dir>/figures
+scenarios: list = []  # scenarios to run; empty means every one the panel allows (acgate.panel_matched.SCENARIOS)
 replicates: int = 20  # surrogate audits of each scenario (the classical family in every one)
 neural_replicates: int = 2  # of those, how many also train the AC-GATE family (the first of each scenario)
 seeds: int = 5  # seeds a replicate trains (5: the fewest whose one-sided Wilcoxon can reach p < 0.05); 0: n_seeds
@@ -74,7 +75,10 @@ out = panel_matched_dir(root / folders["runs_dir"], params.domain)
 n_seeds = seeds or params.n_seeds
 workers = jobs or os.cpu_count() or 1
 source = panel_matched.fit_source(panel, params)
-names = source.scenarios()
+names = [name for name in source.scenarios() if not scenarios or name in scenarios]
+unknown = [name for name in scenarios if name not in panel_matched.SCENARIOS]
+if unknown:
+    raise ValueError(f"scenarios: unknown {', '.join(unknown)}; the scenarios: {', '.join(panel_matched.SCENARIOS)}")
 plan = panel_matched.plan(names, replicates)
 print(f"{len(plan)} surrogate audits of {params.domain} ({panel.n_entities} entities x {len(panel.times)} steps): "
       f"{len(names)} scenarios x {replicates} replicates, {n_seeds} seeds each, the AC-GATE family in "
