@@ -187,14 +187,16 @@ if not result.l2.empty and result.l2.rho.notna().any():
 
 # %% [markdown]
 # ## k* against each stratifier
-# For AC-GATE: every entity of every seed (for synthetic panels each seed draws new entities, so the points
-# are pooled; for real panels, the seed-mean k* per entity).
+# For AC-GATE (or the moderated distributed lag, when only the classical models were audited): every entity of every
+# seed (for synthetic panels each seed draws new entities, so the points are pooled; for real panels, the seed-mean
+# k* per entity).
 
 # %%
-ref = params.audit.reference
+ran = set(result.kstar_by_entity.method)  # audit.reference, else the first reference that ran (e.g. classical only)
+ref = next((r for r in (params.audit.reference, *result.verdicts_by_reference) if r in ran), params.audit.reference)
 kstar = result.kstar_by_entity[result.kstar_by_entity.method == ref]
 strat_names = list(result.l2.stratifier.unique()) if not result.l2.empty else []
-if strat_names:
+if strat_names and len(kstar):
     points = kstar_with_stratifiers(kstar, data_root, params.domain, result.shared_entities)
     fig, axes = plt.subplots(1, len(strat_names), figsize=(3.4 * len(strat_names), 3), squeeze=False)
     for ax, name in zip(axes[0], strat_names, strict=True):
