@@ -30,7 +30,7 @@ def test_matmul_peak_reports_the_best_size():
 def test_bench_runs_end_to_end_under_the_smoke_profile(tmp_path):
     project = tmp_path / "project"  # a project root of its own (ACGATE_ROOT), so what the bench writes is seen
     project.mkdir()
-    for name in ("params", "notebooks", "tables", "pyproject.toml"):
+    for name in ("params", "notebooks", "tables", "workflow", "pyproject.toml"):
         (project / name).symlink_to(ROOT / name)
     cmd = [sys.executable, "-m", "acgate.bench", "--domains", "synthetic_linear", "--methods", "acgate",
            "--repeats", "1", "--profile", "params/smoke.yaml", "--at-once", "2", "--out", str(tmp_path)]
@@ -53,6 +53,10 @@ def test_bench_runs_end_to_end_under_the_smoke_profile(tmp_path):
     replicate = record["calibration"][0]
     assert replicate["device"] == "cpu" and replicate["fits"] == 40 and replicate["seconds"]["median"] > 0
     assert "audit calibration, one linear replicate (40 fits and its audit) on cpu" in done.stdout
+    matched = record["panel_matched"]
+    assert matched["entities"] == 40 and matched["seeds"] == 5
+    assert 0 < matched["seconds"]["classical"]["median"] < matched["seconds"]["with_acgate"]["median"]
+    assert matched["default_study"]["core_seconds"] > 0 and "panel-matched study of example_panel" in done.stdout
     # its smoke-profile draws went to a folder of its own, not over data/processed, where the paper's runs find the
     # panels they were trained on
     assert not (project / "data").exists()

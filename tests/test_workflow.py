@@ -264,6 +264,22 @@ def own_panel(tmp_path):
     return folder, csv, config
 
 
+def test_an_own_panels_grid_runs_its_panel_matched_study_before_its_audit(own_panel, tmp_path):
+    folder, _, config = own_panel
+    done = snakemake(folder, "-n", config=config)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert job_counts(done.stdout)["panel_matched"] == 1
+    audit = done.stdout[done.stdout.index("rule audit:"):]
+    assert "panel_matched/07_panel_matched.ipynb" in audit[:audit.index("output:")]  # the audit waits for it
+    # the paper's real panels only when asked; a synthetic domain never
+    assert "panel_matched" not in job_counts(snakemake(tmp_path, "-n", config=[*SMOKE, "domains=[synthetic_linear]"])
+                                             .stdout)
+    for value, message in (("panel_matched_domains=[synthetic_linear]", "synthetic_linear is synthetic"),
+                           ("panel_matched_domains=3", "must be auto or a list of data domains")):
+        bad = snakemake(tmp_path, "-n", config=[*SMOKE, "domains=[synthetic_linear]", value])
+        assert bad.returncode != 0 and message in bad.stdout + bad.stderr, value
+
+
 def test_a_replaced_input_reruns_its_preparation_even_when_older(own_panel):
     folder, csv, config = own_panel
     target = str(GRID / "data" / "processed" / "example_panel" / "01_data_prep.ipynb")

@@ -20,6 +20,10 @@ Measures, on this machine:
 - **one audit-calibration replicate** (``calibration.run_replicate``: the ``linear`` scenario's 40 fits, 20 of them
   neural, and its audit, ``params/audit_calibration.yaml``) in a fresh single-thread process per device: the median
   over ``--repeats`` after an untimed warm-up;
+- **one panel-matched replicate** (``panel_matched.run_replicate``: a surrogate of the example panel,
+  ``params/example_panel.yaml``, generated and prepared under ``runs/bench/data``, 5 seeds) on CPU in a fresh
+  single-thread process, with the classical family alone and with the AC-GATE family too, after an untimed warm-up;
+  and what the default study of an own panel (``notebooks/07_panel_matched.py``) costs by that count;
 - **the full-suite wall time** of the last ``make paper`` (from ``tables/run_manifest.json``);
 - the same run timings on CUDA when a GPU is present, with its model and peak GPU memory.
 
@@ -228,6 +232,37 @@ def calibration_replicate(device: str, repeats: int, scenario: str = "linear") -
             "seconds": {"median": statistics.median(timed), "min": min(timed), "max": max(timed)}}
 
 
+MATCHED_SCENARIO = "proxy_lags_one"  # the panel-matched replicate the benchmark times
+
+
+def panel_matched_replicate(repeats: int) -> dict:
+    """In this process: the example panel generated and prepared under ``runs/bench/data``, one untimed warm-up
+    replicate of its panel-matched study, then ``repeats`` timed replicates with the classical family alone and
+    ``repeats`` with the AC-GATE family too; the median and range of their seconds."""
+    from acgate import panel_matched, prep
+    from acgate.example import write_example
+
+    root = project_root()
+    params = load_params(root / "params" / "example_panel.yaml")
+    csv = write_example(root / "runs" / "bench" / "data" / "raw" / "example_panel.csv")
+    params = replace(params, data=replace(params.data, csv_file=str(csv)))
+    long, source = prep.load_long(params, root)
+    panel = prep.prepare(long, params, source).panel
+    source = panel_matched.fit_source(panel, params)
+    seeds, timings = 5, {}
+    for kind, neural in (("classical", 0), ("with_acgate", 1)):
+        seconds = []
+        for _ in range(repeats + (kind == "classical")):  # the first, a warm-up, is dropped below
+            with tempfile.TemporaryDirectory() as folder:
+                start = time.perf_counter()
+                panel_matched.run_replicate(MATCHED_SCENARIO, 0, source, params, Path(folder), seeds, neural)
+                seconds.append(time.perf_counter() - start)
+        timed = seconds[1:] if kind == "classical" else seconds
+        timings[kind] = {"median": statistics.median(timed), "min": min(timed), "max": max(timed)}
+    return {"panel": params.domain, "entities": panel.n_entities, "steps": len(panel.times), "seeds": seeds,
+            "scenario": MATCHED_SCENARIO, "repeats": repeats, "seconds": timings}
+
+
 def papermill_overhead(domain: str, seed: int, repeats: int, profile: str = "") -> dict:
     """The fixed cost of running 03_train (AC-GATE only) through ``python -m acgate.notebook run`` against calling
     ``run_method`` in a fresh process. Each path's own training time (the notebook's training cell, the direct
@@ -293,6 +328,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--one", nargs=6, metavar=("DOMAIN", "METHOD", "SEED", "DEVICE", "PROFILE", "REPEATS"),
                         help=argparse.SUPPRESS)
     parser.add_argument("--one-replicate", nargs=2, metavar=("DEVICE", "REPEATS"), help=argparse.SUPPRESS)
+    parser.add_argument("--one-matched", metavar="REPEATS", help=argparse.SUPPRESS)
     return parser
 
 
@@ -305,6 +341,9 @@ def main(argv: list[str] | None = None) -> None:
         return
     if args.one_replicate:  # a calibration replicate timed in this (fresh) process, as JSON on stdout
         print(json.dumps(calibration_replicate(args.one_replicate[0], int(args.one_replicate[1]))))
+        return
+    if args.one_matched:  # panel-matched replicates timed in this (fresh) process, as JSON on stdout
+        print(json.dumps(panel_matched_replicate(int(args.one_matched))))
         return
     devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
     record = {"created_utc": datetime.now(UTC).isoformat(timespec="seconds"), "git_sha": git_sha(),
@@ -319,6 +358,7 @@ def main(argv: list[str] | None = None) -> None:
     record["at_once"] = [_at_once(args, device) for device in devices]
     record["papermill"] = _papermill(args)
     record["calibration"] = [_calibration(args, device) for device in devices]
+    record["panel_matched"] = _panel_matched(args)
     record["last_suite"] = _last_suite()
     out = project_root() / args.out
     stamp = record["created_utc"].replace(":", "").replace("-", "")
@@ -382,6 +422,32 @@ def _calibration(args: argparse.Namespace, device: str) -> dict:
           f"{device}: {took['median']:.2f} s ({took['min']:.2f}..{took['max']:.2f}); first in the process "
           f"{replicate['cold_seconds']:.2f} s", flush=True)
     return replicate
+
+
+def _panel_matched(args: argparse.Namespace) -> dict:
+    """Panel-matched replicates timed in a fresh process, and the study an own panel's grid runs by default (every
+    scenario, ``panel_matched_replicates`` each, ``panel_matched_neural_replicates`` of them with AC-GATE, from
+    workflow/config.yaml) by that count."""
+    import yaml
+
+    from acgate.panel_matched import SCENARIOS
+
+    found = _result(_fresh_process("--one-matched", str(args.repeats)))
+    config = yaml.safe_load((project_root() / "workflow" / "config.yaml").read_text())
+    replicates, neural = config["panel_matched_replicates"], config["panel_matched_neural_replicates"]
+    core_seconds = len(SCENARIOS) * ((replicates - neural) * found["seconds"]["classical"]["median"]
+                                     + neural * found["seconds"]["with_acgate"]["median"])
+    cores = os.cpu_count() or 1
+    found["default_study"] = {"replicates": replicates, "neural_replicates": neural, "scenarios": len(SCENARIOS),
+                              "core_seconds": core_seconds, "cores": cores, "minutes": core_seconds / cores / 60}
+    took = found["seconds"]
+    print(f"panel-matched study of {found['panel']} ({found['entities']} entities x {found['steps']} steps, "
+          f"{found['seeds']} seeds a replicate): a replicate with the classical family "
+          f"{took['classical']['median']:.2f} s ({took['classical']['min']:.2f}..{took['classical']['max']:.2f}), "
+          "with the AC-GATE family too "
+          f"{took['with_acgate']['median']:.2f} s; the default study ({len(SCENARIOS)} scenarios x {replicates}, "
+          f"{neural} of them with AC-GATE) about {core_seconds / cores / 60:.1f} min on {cores} cores", flush=True)
+    return found
 
 
 def _last_suite() -> dict | None:
