@@ -353,7 +353,8 @@ def test_html_view_lists_pages_in_pipeline_order_links_outputs_and_scrolls_wide_
         (tmp_path / output).write_text("x")
     report_params = {"tables_dir": str(tmp_path / "tables"), "figures_dir": "figures"}
     made = {"data/processed/d/seed00/02_synthetic_dgp.ipynb": {}, "runs/d/seed00/03_train.ipynb": {},
-            "runs/d/audit/04_audit.ipynb": {}, "runs/report/05_report.ipynb": report_params}
+            "runs/d/panel_matched/07_panel_matched.ipynb": {}, "runs/d/audit/04_audit.ipynb": {},
+            "runs/report/05_report.ipynb": report_params}
     for path, parameters in made.items():
         nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1")])
         nb.metadata["papermill"] = {"duration": 1.0, "parameters": parameters}
@@ -361,8 +362,10 @@ def test_html_view_lists_pages_in_pipeline_order_links_outputs_and_scrolls_wide_
         nbformat.write(nb, tmp_path / path)
     html_view(tmp_path / "runs" / "html" / "index.html", [Path(p) for p in sorted(made)])
     index = (tmp_path / "runs" / "html" / "index.html").read_text()
-    steps = [index.index(f"{step}</a>") for step in ("02_synthetic_dgp", "03_train", "04_audit", "05_report")]
-    assert steps == sorted(steps)  # prep and DGP, training, audit, report
+    steps = [index.index(f"{step}</a>") for step in ("02_synthetic_dgp", "03_train", "07_panel_matched", "04_audit",
+                                                     "05_report")]
+    assert steps == sorted(steps)  # prep and DGP, training, the panel-matched study the audit reads, audit, report
+    assert "<h2>panel_matched</h2>" not in index and index.count("<h2>d</h2>") == 1  # the study under its domain
     assert 'href="../../tables/verdict_matrix.md"' in index and 'href="../../tables/verdict_matrix.csv"' in index
     assert 'src="../../figures/evidence.png"' in index
     page = (tmp_path / "runs" / "html" / "runs" / "d" / "audit" / "04_audit.html").read_text()

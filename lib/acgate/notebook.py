@@ -271,7 +271,9 @@ def _execute(papermill, kernel, notebook: Path, source: Path, output: Path, para
     return time.perf_counter() - start
 
 
-STEPS = ("01_data_prep", "02_synthetic_dgp", "03_train", "04_audit", "05_report", "06_audit_calibration")  # in order
+# the notebooks in the order they run: a data domain's panel-matched study (07) before its audit, which reads it
+STEPS = ("01_data_prep", "02_synthetic_dgp", "03_train", "07_panel_matched", "04_audit", "05_report",
+         "06_audit_calibration")
 PAGE_STYLE = (".jp-OutputArea-output,.jp-RenderedHTMLCommon,div.output_area{overflow-x:auto}"  # wide tables scroll
               ".jp-RenderedHTMLCommon table{display:block;overflow-x:auto;max-width:100%}"
               "nav.acgate{font-family:sans-serif;padding:8px 16px;border-bottom:1px solid #ddd}")
@@ -285,7 +287,7 @@ def _where(notebook: Path) -> tuple[str, str]:
     parent = notebook.parent
     if parent.name.startswith("seed"):
         return parent.parent.name, parent.name
-    if parent.name == "audit":
+    if parent.name in ("audit", "panel_matched"):
         return parent.parent.name, ""
     return parent.name, ""
 
