@@ -85,8 +85,9 @@ else:
 # verdict, and the paper rule's beside it; then whether the entities' lags differ at all, whatever the proxies say
 # (per-entity F-tests of lag-curve shape, apart from the layers), and AC-GATE against the classical model. For a
 # data domain with a current panel-matched study (`07_panel_matched`), each calibrated verdict is followed by its
-# error rates on surrogates of this panel: how often the rule says "supported" where the lags are the same for
-# every entity, and how often it does where they spread by 0.5, 1 and 2 lags. The
+# error rates on surrogates of this panel: how often the rule says "supported" where its answer must be no (the
+# proxies hold no lag information; for the lags-differ statement, every entity has the same lags), and how often
+# it does where the lags spread by 0.5, 1 and 2 lags. The
 # verdicts depend only on the runs and the panels, so re-executing this notebook must print the same (nbval checks
 # this cell). Warnings say where the number of seeds cannot reach alpha for a layer, where lags pile up at the
 # window's edge, or where a test measures less than it seems to.
@@ -97,13 +98,17 @@ rates = result.error_rates.get("error_rates", {})
 for reference, found in result.verdicts_by_reference.items():
     for layer, cell in found["calibrated"].items():
         print(f"{reference:12s} {layer}: {cell['verdict']:13s} (paper rule: {found['paper'][layer]['verdict']})")
-        if layer in rates.get(reference, {}):
+        if layer in rates.get(reference, {}) and cell["verdict"] != "not claimed":
             print(f"{'':17s}{rates[reference][layer]['sentence']}")
 print(f"lags differ: {result.lags_differ['verdict']} ({result.lags_differ['reading']})")
 differ = next((rates[r]["lags differ"] for r in ("moderated_dl", *rates) if "lags differ" in rates.get(r, {})), None)
 if differ:  # one statement for both references: the classical replicates are the more numerous
     print(f"{'':17s}{differ['sentence']}")
-if result.error_rates.get("note"):
+if rates:
+    study = result.error_rates["settings"]
+    print(f"panel-matched error rates: {study['replicates']} surrogates a scenario ({study['neural_replicates']} with "
+          f"AC-GATE), {study['seeds']} seeds each (this audit: {result.l0.seed.nunique()} seeds)")
+elif result.error_rates.get("note"):
     print("panel-matched error rates:", result.error_rates["note"])
 for classical, line in result.neural_vs_classical_verdict.items():
     for aspect, outcome in line.items() if classical != "rule" else ():

@@ -121,7 +121,7 @@ tables = root / folders["tables_dir"]
 render.write_table(table, tables, f"{params.domain}_panel_matched",
                    f"Panel-matched error rates of {params.domain}: share of surrogate audits \"supported\" per "
                    "scenario, reference, rule and layer, with 95 % Clopper-Pearson intervals and the right answer.")
-rates = panel_matched.error_rates(table, source.about["true_kstar_sd"])
+rates = panel_matched.error_rates(table, source.about)
 for reference, layers in rates.items():
     for layer, rate in layers.items():
         print(f"{reference:12s} {layer}: {rate['sentence']}")

@@ -104,7 +104,7 @@ def test_a_positive_surrogate_has_the_lags_it_claims(example, source):
         np.testing.assert_allclose(own_curves(drawn, K, source.panel), claimed, atol=1e-6)
         kstar = drawn.truth["kstar_true"]
         assert np.std(kstar) == pytest.approx(1.0, abs=0.05) == source.about["true_kstar_sd"][name]
-        assert abs(stats.spearmanr(kstar, score).statistic) > 0.9
+        assert stats.spearmanr(kstar, score).statistic > 0.9  # a higher score, a later lag
     # the stratifier scenarios follow what the proxies do not carry
     governance = source.about["proxy_direction"]
     assert "mean_governance" in governance and "mean_survey_noise" in source.about["stratifier"]
@@ -113,16 +113,19 @@ def test_a_positive_surrogate_has_the_lags_it_claims(example, source):
 
 def test_the_source_is_recovered_from_its_own_surrogate(example, source):
     params, _, _ = example
-    again = panel_matched.fit_source(panel_matched.draw(source, "one_curve", 1), params)
-    assert again.rho == pytest.approx(source.rho, abs=0.15)
-    assert np.corrcoef(again.curve.ravel(), source.curve.ravel())[0, 1] > 0.8
-    assert np.median(again.sigma) == pytest.approx(np.median(source.sigma), rel=0.25)
+    refits = [panel_matched.fit_source(panel_matched.draw(source, "one_curve", seed), params) for seed in range(8)]
+    # the persistence of the noise, corrected for the bias of centring short series (uncorrected: 0.08 lower)
+    assert np.mean([again.rho for again in refits]) == pytest.approx(source.rho, abs=0.05)
+    for again in refits:
+        assert np.corrcoef(again.curve.ravel(), source.curve.ravel())[0, 1] > 0.8
+        assert np.median(again.sigma) == pytest.approx(np.median(source.sigma), rel=0.25)
 
 
-def test_the_error_rates_are_counted_and_worded(source):
+def records_of(verdicts: dict) -> pd.DataFrame:
+    """Replicate records of one reference (moderated_dl) whose every verdict is ``supported`` (1) or not (0), per
+    scenario and replicate."""
     records = []
-    for name, supported in (("one_curve", [1, 0, 0, 0]), ("effect_size", [0, 0, 0, 0]),
-                            ("proxy_lags_one", [1, 1, 1, 0]), ("proxy_lags_two", [1, 1, 1, 1])):
+    for name, supported in verdicts.items():
         for r, flag in enumerate(supported):
             verdict = "supported" if flag else "not certified"
             scenario = panel_matched.SCENARIOS[name]
@@ -131,15 +134,33 @@ def test_the_error_rates_are_counted_and_worded(source):
                             **{f"{rule}_{layer}": verdict for rule in ("paper", "calibrated", "calibrated_sd0")
                                for layer in ("L0", "L1", "L2", "L3")},
                             "L2_test_alone": verdict, "L2_strict_alone": verdict, "lags_differ": verdict})
-    rates = panel_matched.error_rates(calibration.calibration_table(pd.DataFrame(records)),
-                                      {"proxy_lags_one": 1.0, "proxy_lags_two": 1.684})
-    l1 = rates["moderated_dl"]["L1"]
-    assert l1["false_support"]["supported"] == 1 and l1["false_support"]["replicates"] == 8
-    exact = stats.binomtest(1, 8).proportion_ci(0.95, method="exact")
+    return pd.DataFrame(records)
+
+
+def test_the_error_rates_are_counted_and_worded():
+    table = calibration.calibration_table(records_of({
+        "one_curve": [1, 0, 0, 0], "effect_size": [0, 0, 0, 0], "stratifier_lags_one": [0, 1, 1, 1],
+        "proxy_lags_one": [1, 1, 1, 0], "proxy_lags_two": [1, 1, 1, 1]}))
+    about = {"true_kstar_sd": {"proxy_lags_one": 1.0, "proxy_lags_two": 1.684, "stratifier_lags_one": 0.98},
+             "aligned_stratifier": "governance"}
+    rates = panel_matched.error_rates(table, about)
+    l1 = rates["moderated_dl"]["L1"]  # the stratifier scenario is a null of L1 (the proxies cannot hold its lags)
+    assert l1["false_support"]["supported"] == 4 and l1["false_support"]["replicates"] == 12
+    exact = stats.binomtest(4, 12).proportion_ci(0.95, method="exact")
     assert l1["false_support"]["ci"] == [round(exact.low, 4), round(exact.high, 4)]
     assert l1["power"]["1"]["supported"] == 3 and l1["power"]["2"]["supported"] == 4
-    assert l1["sentence"] == ("on panels like this one the rule falsely supports in 1 of 8 nulls; it detects a spread "
-                              "of 1 lag in 3 of 4; a spread of 2 lags (sd 1.684 in this window) in 4 of 4")
+    assert l1["sentence"] == ("on panels like this one the rule falsely supports in 4 of 12 nulls; it detects a "
+                              "spread of 1 lag in 3 of 4; a spread of 2 lags (sd 1.684 in this window) in 4 of 4")
+    differ = rates["moderated_dl"]["lags differ"]  # ... and a positive of the lags-differ statement
+    assert differ["false_support"]["replicates"] == 8 and differ["power"]["1"] == {
+        "supported": 6, "replicates": 8, "ci": differ["power"]["1"]["ci"], "true_kstar_sd": 0.99}
+    # no stratifier follows the proxies' direction: L2's power is not measured
+    alone = panel_matched.error_rates(table, {**about, "aligned_stratifier": None})["moderated_dl"]["L2"]
+    assert alone["power"] == {} and alone["sentence"].endswith("in 4 of 12 nulls")
+    positives = panel_matched.error_rates(calibration.calibration_table(records_of({"proxy_lags_one": [1, 0]})),
+                                          about)["moderated_dl"]["L1"]
+    assert positives["false_support"]["ci"] is None
+    assert positives["sentence"] == "no nulls were run; it detects a spread of 1 lag in 1 of 2"
 
 
 def test_a_study_of_another_panel_or_other_params_is_refused(example, source, tmp_path):
@@ -150,6 +171,17 @@ def test_a_study_of_another_panel_or_other_params_is_refused(example, source, tm
     assert panel_matched.read_rates(path, panel, params)["error_rates"] == rates
     changed = dataclasses.replace(panel, Y=panel.Y + 1)
     assert "another panel" in panel_matched.read_rates(path, changed, params)["note"]
+    shuffled = panel.stratifiers.copy()
+    shuffled["mean_governance"] = shuffled["mean_governance"].to_numpy()[::-1]
+    restratified = dataclasses.replace(panel, stratifiers=shuffled)
+    assert "other stratifiers" in panel_matched.read_rates(path, restratified, params)["note"]
+    record = json.loads(path.read_text())
+    for key, what in (("rules_version", "other rules"), ("surrogate_version", "other surrogates")):
+        path.write_text(json.dumps({**record, key: record[key] - 1}))
+        assert what in panel_matched.read_rates(path, panel, params)["note"]
+    path.write_text(json.dumps(record)[:-5])
+    assert "unreadable" in panel_matched.read_rates(path, panel, params)["note"]
+    path.write_text(json.dumps(record))
     other = dataclasses.replace(params, n_seeds=params.n_seeds + 1)
     assert "other params" in panel_matched.read_rates(path, panel, other)["note"]
     assert "no panel-matched study" in panel_matched.read_rates(tmp_path / "none.json", panel, params)["note"]

@@ -140,14 +140,14 @@ def _directions(panel: Panel, circular_threshold: float) -> tuple[np.ndarray, np
         carried = max(fits, key=lambda n: fits[n][0])
         least = min(fits, key=lambda n: fits[n][0])
         about = {"proxy_direction": f"the proxies' least-squares fit to the ranks of stratifier '{carried}' "
-                                    f"(R2 {fits[carried][0]:.2f})",
-                 "stratifier": f"the part of stratifier '{least}' the proxies do not carry (its residual on them; "
-                               f"they carry R2 {fits[least][0]:.2f} of its ranks)"}
+                                    f"(R2 {fits[carried][0]:.2f})", "aligned_stratifier": carried,
+                 "stratifier": f"the part of stratifier '{least}' the proxies do not carry linearly (its residual on "
+                               f"them; they carry R2 {fits[least][0]:.2f} of its ranks)"}
         return _standard(fits[carried][1]), _standard(fits[least][2]), about
     _, _, vt = np.linalg.svd(proxies, full_matrices=False)
     return _standard(proxies @ vt[0]), None, {
         "proxy_direction": "the first principal component of the standardised proxies (no stratifier that the audit "
-                           "does not call circular)",
+                           "does not call circular)", "aligned_stratifier": None,
         "stratifier": "none: every stratifier is circular with the proxies, or there is none, so the stratifier "
                       "scenarios are left out"}
 
@@ -227,18 +227,36 @@ def _debiased_ar1(estimate: float, rows: np.ndarray, train: np.ndarray) -> float
 
 
 SHIFT_GRID = 241  # multipliers of the score tried for each spread, from 0 to 6 times the spread
+MIN_KEPT = 0.5  # a shift may move at most half of a curve's weight (sum of |beta| over features and lags) out of 1..K
+
+
+def _shift_limits(curve: np.ndarray) -> tuple[float, float]:
+    """The largest shifts earlier and later (both >= 0) that keep at least :data:`MIN_KEPT` of the curve's weight
+    inside lags 1..K: beyond them a curve mostly leaves the window, and its k* no longer says where its lags are."""
+    total = np.abs(curve).sum()
+    steps = np.arange(0, curve.shape[1] + 1.01, 0.05)
+    kept = [np.abs(_shifted(curve, np.array([d]))).sum() / total >= MIN_KEPT if total > 0 else False
+            for d in steps]
+    later = steps[min(kept.index(False), len(steps)) - 1] if False in kept else steps[-1]
+    kept = [np.abs(_shifted(curve, np.array([-d]))).sum() / total >= MIN_KEPT if total > 0 else False
+            for d in steps]
+    earlier = steps[min(kept.index(False), len(steps)) - 1] if False in kept else steps[-1]
+    return float(earlier), float(later)
 
 
 def _shift_for_spread(curve: np.ndarray, score: np.ndarray, spread: float) -> tuple[np.ndarray, float]:
-    """The lag shifts c * score (N,) whose true k* have the sd closest to ``spread``, and that sd."""
+    """The lag shifts c * score (N,), each within :func:`_shift_limits`, whose true k* have the sd closest to
+    ``spread``, and that sd (a short window may not reach the spread asked for)."""
     from acgate.classical import lag_profile
     from acgate.lags import effective_lag
 
+    earlier, later = _shift_limits(curve)
     best = (np.inf, np.zeros_like(score), 0.0)
     for c in np.linspace(0, 6 * spread, SHIFT_GRID):
-        sd = float(np.std(effective_lag(lag_profile(_shifted(curve, c * score)))))
+        shift = np.clip(c * score, -earlier, later)
+        sd = float(np.std(effective_lag(lag_profile(_shifted(curve, shift)))))
         if abs(sd - spread) < best[0]:
-            best = (abs(sd - spread), c * score, round(sd, 3))
+            best = (abs(sd - spread), shift, round(sd, 3))
     return best[1], best[2]
 
 
@@ -285,11 +303,13 @@ def draw(source: Source, name: str, seed: int) -> Panel:
 
 def methods(params: Params, neural: bool) -> list[str]:
     """The methods a replicate trains: the classical family, and the AC-GATE family when ``neural``, each with the
-    comparators of its calibrated L1, as far as the domain's params list them."""
+    comparators of its calibrated L1 and, where the domain's audit judges L3 (``audit.true_lag``), the collapsed
+    models its L3 compares with, as far as the domain's params list them."""
     chosen = [reference for reference in FAMILIES if neural or reference != "acgate"]
     wanted = [m for reference in chosen for m in (reference, FAMILIES[reference].shared, FAMILIES[reference].shuffled,
-                                                  FAMILIES[reference].proxy)]
-    return [m for m in wanted if m in params.methods]
+                                                  FAMILIES[reference].proxy,
+                                                  *(FAMILIES[reference].collapsed if params.audit.true_lag else ()))]
+    return [m for m in dict.fromkeys(wanted) if m in params.methods]
 
 
 def run_replicate(name: str, replicate: int, source: Source, params: Params, root: Path, seeds: int,
@@ -326,37 +346,54 @@ def plan(names: list[str], replicates: int) -> list[tuple[str, int]]:
 STATEMENT_LAYERS = ("L1", "L2", "L3", "lags differ")
 
 
-def error_rates(table: pd.DataFrame, reached: dict[str, float]) -> dict:
+def error_rates(table: pd.DataFrame, about: dict) -> dict:
     """Per reference and layer (the calibrated rules, and the lags-differ statement): how often the rule said
     "supported" on the null surrogates (false support, pooled over them, with its 95 % Clopper-Pearson interval) and
-    on the positives of each spread (power, with the true k* spread ``reached`` per scenario where the window does
-    not allow the one asked for), and the sentence that says so."""
+    on the positives of each spread (power, with the true k* spread reached per scenario, ``about["true_kstar_sd"]``,
+    where the window does not allow the one asked for), and the sentence that says so. L2's power is left out where
+    no stratifier follows the proxies' direction (``about["aligned_stratifier"]`` None): L2 has nothing to find."""
     out: dict = {}
     calibrated = table[(table.rule == "calibrated") & table.layer.isin(STATEMENT_LAYERS)]
     for (reference, layer), rows in calibrated.groupby(["reference", "layer"], sort=False):
         spread = rows.scenario.map(lambda s: SCENARIOS[s].spread)
         nulls, positives = rows[rows.truth == "not supported"], rows[rows.truth == "supported"]
+        if layer == "L2" and about.get("aligned_stratifier") is None:
+            positives = positives.iloc[:0]
         x, n = int(nulls.supported.sum()), int(nulls.replicates.sum())
         power = {}
         for value, g in positives.groupby(spread[positives.index], sort=True):
             hits, trials = int(g.supported.sum()), int(g.replicates.sum())
-            power[f"{value:g}"] = {"supported": hits, "replicates": trials,
-                                   "ci": [round(v, 4) for v in statistics.clopper_pearson(hits, trials)],
-                                   "true_kstar_sd": round(float(np.mean([reached[s] for s in g.scenario])), 3)}
+            power[f"{value:g}"] = {"supported": hits, "replicates": trials, "ci": _interval(hits, trials),
+                                   "true_kstar_sd": round(float(np.mean([about["true_kstar_sd"][s]
+                                                                         for s in g.scenario])), 3)}
         detects = "; ".join(f"a spread of {value} lag{'s' if float(value) > 1 else ''}"
                             + (f" (sd {p['true_kstar_sd']:g} in this window)"
                                if abs(p["true_kstar_sd"] - float(value)) > 0.05 else "")
                             + f" in {p['supported']} of {p['replicates']}" for value, p in power.items())
-        sentence = (f"on panels like this one the rule falsely supports in {x} of {n} nulls"
-                    + (f"; it detects {detects}" if detects else ""))
+        sentence = "; ".join(part for part in (
+            f"on panels like this one the rule falsely supports in {x} of {n} nulls" if n else "no nulls were run",
+            f"it detects {detects}" if detects else "") if part)
         out.setdefault(reference, {})[layer] = {
-            "false_support": {"supported": x, "replicates": n,
-                              "ci": [round(v, 4) for v in statistics.clopper_pearson(x, n)]},
-            "power": power, "sentence": sentence}
+            "false_support": {"supported": x, "replicates": n, "ci": _interval(x, n)}, "power": power,
+            "sentence": sentence}
     return out
 
 
+def _interval(successes: int, trials: int) -> list[float] | None:
+    """The 95 % Clopper-Pearson interval, rounded; None without trials."""
+    return [round(v, 4) for v in statistics.clopper_pearson(successes, trials)] if trials else None
+
+
 RECORD = "panel_matched.json"  # beside the study's table: its settings, what the surrogates were made from, the rates
+# the version of how surrogates are made and what a study records, beside the rules' version: a study of another
+# version no longer describes these surrogates. Raise it with any change to the surrogates or their methods
+SURROGATE_VERSION = 1
+
+
+def panel_digest(panel: Panel) -> str:
+    """``Panel.digest`` (what a run trains on) and the stratifiers, which choose the surrogates' directions."""
+    frame = pd.util.hash_pandas_object(panel.stratifiers.sort_index(axis=1), index=True).to_numpy()
+    return hashlib.sha256((panel.digest() + frame.tobytes().hex()).encode()).hexdigest()[:12]
 
 
 def params_digest(params: Params) -> str:
@@ -367,11 +404,12 @@ def params_digest(params: Params) -> str:
 
 def write_record(path: Path, source: Source, params: Params, names: list[str], replicates: int, neural: int,
                  seeds: int, rates: dict, minutes: float, workers: int) -> None:
-    """The study's record (``panel_matched.json``): the panel and params it matched (digests), the rules' version,
-    the settings, the surrogates' sources, the error rates and the provenance."""
+    """The study's record (``panel_matched.json``): the panel and params it matched (digests), the rules' and the
+    surrogates' versions, the settings, the surrogates' sources, the error rates and the provenance."""
     write_json(Path(path), {
-        "domain": params.domain, "panel_digest": source.panel.digest(), "params_digest": params_digest(params),
-        "rules_version": RULES_VERSION, "scenarios": {n: SCENARIOS[n].description for n in names},
+        "domain": params.domain, "panel_digest": panel_digest(source.panel), "params_digest": params_digest(params),
+        "rules_version": RULES_VERSION, "surrogate_version": SURROGATE_VERSION,
+        "scenarios": {n: SCENARIOS[n].description for n in names},
         "settings": {"replicates": replicates, "neural_replicates": neural, "seeds": seeds},
         "source": source.about, "error_rates": rates, "minutes": round(minutes, 1), "processes": workers,
         **manifest(params.to_dict(), seed=-1, device="cpu")})
@@ -388,9 +426,10 @@ def read_rates(path: Path, panel: Panel, params: Params) -> dict:
         record = json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError, OSError) as err:
         return {"note": f"the panel-matched study {path} is unreadable ({type(err).__name__})"}
-    checks = (("panel_digest", panel.digest(), "another panel"),
+    checks = (("panel_digest", panel_digest(panel), "another panel (or other stratifiers)"),
               ("params_digest", params_digest(params), "other params"),
-              ("rules_version", RULES_VERSION, "other rules"))
+              ("rules_version", RULES_VERSION, "other rules"),
+              ("surrogate_version", SURROGATE_VERSION, "other surrogates"))
     for key, expected, what in checks:
         if record.get(key) != expected:
             return {"note": f"the panel-matched study {path} was measured on {what} ({key} {record.get(key)!r}, now "
