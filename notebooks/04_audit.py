@@ -95,15 +95,28 @@ else:
 # %%
 # NBVAL_CHECK_OUTPUT
 rates = result.error_rates.get("error_rates", {})
+
+
+def rate_lines(rate: dict, verdict: str) -> None:
+    """The panel-matched sentence, and a warning where the rule says "supported" in clearly more nulls than alpha
+    (the lower end of the 95 % interval above it): there a "supported" is no evidence."""
+    print(f"{'':17s}{rate['sentence']}")
+    low = (rate["false_support"]["ci"] or [0.0])[0]
+    if verdict == "supported" and low > params.audit.alpha:
+        print(f"{'':17s}WARNING: on panels like this one this rule says \"supported\" where it must not in "
+              f"{rate['false_support']['supported']} of {rate['false_support']['replicates']} nulls: this "
+              "verdict is no evidence here")
+
+
 for reference, found in result.verdicts_by_reference.items():
     for layer, cell in found["calibrated"].items():
         print(f"{reference:12s} {layer}: {cell['verdict']:13s} (paper rule: {found['paper'][layer]['verdict']})")
         if layer in rates.get(reference, {}) and cell["verdict"] != "not claimed":
-            print(f"{'':17s}{rates[reference][layer]['sentence']}")
+            rate_lines(rates[reference][layer], cell["verdict"])
 print(f"lags differ: {result.lags_differ['verdict']} ({result.lags_differ['reading']})")
 differ = next((rates[r]["lags differ"] for r in ("moderated_dl", *rates) if "lags differ" in rates.get(r, {})), None)
 if differ:  # one statement for both references: the classical replicates are the more numerous
-    print(f"{'':17s}{differ['sentence']}")
+    rate_lines(differ, result.lags_differ["verdict"])
 if rates:
     study = result.error_rates["settings"]
     print(f"panel-matched error rates: {study['replicates']} surrogates a scenario ({study['neural_replicates']} with "
