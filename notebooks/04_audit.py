@@ -51,15 +51,18 @@ from IPython.display import display
 from acgate.audit import audit_domain, kstar_with_stratifiers, load_panel, over_seeds
 from acgate.layout import audit_dir, grid_folders, panel_matched_dir
 from acgate.notebook import resolve
-from acgate.panel_matched import RECORD, read_rates
+from acgate.panel_matched import RECORD, current_rates
 
 params, root = resolve(domain, params_file, profile_file)
 folders = grid_folders([profile_file], runs_dir, data_dir)  # a profile's own, when one is set
 runs_root, data_root = root / folders["runs_dir"], root / folders["data_dir"]
 result = audit_domain(params, runs_root, data_root, seeds, methods)
-if params.data is not None:  # a data domain: the error rates of its panel-matched study (07), when it is current
-    result.error_rates = read_rates(panel_matched_dir(runs_root, params.domain) / RECORD,
-                                    load_panel(data_root, params.domain, 0), params)
+if params.data is not None:  # a data domain: the error rates of a panel-matched study (07) that is current for it:
+    #   this grid's own, else the copy beside this grid's tables or the repository's (committed: economics, energy)
+    tables = dict.fromkeys((root / folders["tables_dir"], root / "tables"))
+    result.error_rates = current_rates([panel_matched_dir(runs_root, params.domain) / RECORD,
+                                        *(folder / f"{params.domain}_panel_matched.json" for folder in tables)],
+                                       load_panel(data_root, params.domain, 0), params)
 out_dir = audit_dir(runs_root, params.domain)
 result.write(out_dir)
 print(f"audited {params.domain}: {result.l0.seed.nunique()} seeds x {result.l0.method.nunique()} methods "

@@ -182,6 +182,11 @@ def test_a_study_of_another_panel_or_other_params_is_refused(example, source, tm
     path.write_text(json.dumps(record)[:-5])
     assert "unreadable" in panel_matched.read_rates(path, panel, params)["note"]
     path.write_text(json.dumps(record))
+    # the audit takes the first study that is current: a grid's own, else the copy beside the tables
+    stale = tmp_path / "stale.json"
+    stale.write_text(json.dumps({**record, "rules_version": record["rules_version"] - 1}))
+    assert panel_matched.current_rates([stale, path], panel, params)["file"] == str(path)
+    assert "other rules" in panel_matched.current_rates([stale, tmp_path / "none.json"], panel, params)["note"]
     other = dataclasses.replace(params, n_seeds=params.n_seeds + 1)
     assert "other params" in panel_matched.read_rates(path, panel, other)["note"]
     assert "no panel-matched study" in panel_matched.read_rates(tmp_path / "none.json", panel, params)["note"]

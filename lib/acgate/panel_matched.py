@@ -436,3 +436,10 @@ def read_rates(path: Path, panel: Panel, params: Params) -> dict:
                             f"{expected!r}); run it again"}
     return {"note": "", "settings": record["settings"], "error_rates": record["error_rates"],
             "created_utc": record.get("created_utc"), "file": str(path)}
+
+
+def current_rates(paths: list[Path], panel: Panel, params: Params) -> dict:
+    """:func:`read_rates` of the first study in ``paths`` that is current for this audit (a grid's own study, then
+    the copies beside the tables: the committed ones of economics and energy); the first one's note when none is."""
+    found = [read_rates(path, panel, params) for path in paths]
+    return next((rates for rates in found if not rates["note"]), found[0])
