@@ -14,7 +14,7 @@
 #                         its figure; about 40 minutes on 2 cores; make paper keeps one of the current rules)
 #   make panel-matched    the panel-matched error rates of economics and energy (07_panel_matched: surrogates of each
 #                         panel, audited, the AC-GATE family in 5 of each scenario; tables/<domain>_panel_matched.*),
-#                         with the grid they need (about 45 minutes on 2 cores); an own panel's
+#                         with the grid they need (about 35 minutes on 2 cores); an own panel's
 #                         grid runs its study by itself
 #   make dry-run          list the jobs `make paper` would run, and why, without running them
 #   make unlock           release the workflow's lock after a hard kill or power loss, then rerun `make paper`
