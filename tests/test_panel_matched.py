@@ -13,7 +13,7 @@ import pytest
 import yaml
 from scipy import stats
 
-from acgate import calibration, panel_matched, prep, runner
+from acgate import calibration, inputs, panel_matched, prep, report, runner
 from acgate.config import load_params
 from acgate.example import write_example
 from acgate.layout import panel_dir, panel_matched_dir
@@ -219,3 +219,9 @@ def test_the_study_notebook_states_its_rates_in_the_audit(example):
                       for output in cell.get("outputs", []))
     sentence = record["error_rates"]["moderated_dl"]["L1"]["sentence"]
     assert "moderated_dl L1:" in printed and sentence in printed
+    # the report's verdict matrix says how often the nulls were falsely supported
+    matrix = report.verdict_table(inputs.audits(tmp / "runs", ["example_panel"]))
+    rates = record["error_rates"]["moderated_dl"]
+    assert matrix.set_index("reference").loc["moderated_dl", report.MATCHED_COLUMN] == ", ".join(
+        f"{layer} {rates[layer]['false_support']['supported']}/{rates[layer]['false_support']['replicates']}"
+        for layer in ("L1", "L2", "lags differ"))

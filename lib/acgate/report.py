@@ -203,7 +203,8 @@ def verdict_table(results: dict[str, audit_lib.AuditResult]) -> pd.DataFrame:
     """(domain, reference) x layers: the verdict for AC-GATE (the paper table verdict_matrix) and for the moderated
     distributed lag under the paper's rules beside the calibrated rules', one column per layer and rule ("L2
     paper", "L2 calibrated"), whether the entities' lags differ at all (whatever the proxies say; the same for both
-    references) and AC-GATE against each classical model (held-out forecast) on AC-GATE's row."""
+    references), AC-GATE against each classical model (held-out forecast) on AC-GATE's row, and for a data domain
+    with a current panel-matched study how often its nulls were falsely supported."""
     if not results:
         return pd.DataFrame()
     matrix = audit_lib.verdict_matrix(list(results.values()))
@@ -214,7 +215,21 @@ def verdict_table(results: dict[str, audit_lib.AuditResult]) -> pd.DataFrame:
         versus = {d: r.neural_vs_classical_verdict.get(classical, {}).get("forecast", "") for d, r in results.items()}
         matrix[f"vs {classical}"] = [versus[d] if ref == audit_lib.NEURAL else "" for d, ref in
                                      zip(matrix.domain, matrix.reference, strict=True)]
+    matrix[MATCHED_COLUMN] = [_nulls_supported(results[d], ref) for d, ref in
+                              zip(matrix.domain, matrix.reference, strict=True)]
     return matrix
+
+
+MATCHED_COLUMN = "panel-matched nulls supported"  # verdict_table: a data domain's false supports (07_panel_matched)
+
+
+def _nulls_supported(result: audit_lib.AuditResult, reference: str) -> str:
+    """How often the calibrated L1, L2 and the lags-differ statement said "supported" on the null surrogates of the
+    domain's panel-matched study ("L1 0/120, L2 0/120, lags differ 60/60"); empty without a current study."""
+    rates = result.error_rates.get("error_rates", {}).get(reference, {})
+    return ", ".join(f"{layer} {rates[layer]['false_support']['supported']}/"
+                     f"{rates[layer]['false_support']['replicates']}"
+                     for layer in ("L1", "L2", "lags differ") if layer in rates)
 
 
 def neural_vs_classical_table(results: dict[str, audit_lib.AuditResult]) -> pd.DataFrame:
