@@ -167,8 +167,7 @@ def fit_source(panel: Panel, params: Params) -> Source:
     x = norm.X.transform(panel.X).astype(float)
     y = norm.Y.transform(panel.Y).astype(float)
     curve = fit_classical(panel, params, "shared_dl").curves[0]  # (F, K): the same for every entity
-    lagged = sum(lagged_part(x[:, :, f], np.broadcast_to(curve[f], (panel.n_entities, K)))
-                 for f in range(curve.shape[0]))
+    lagged = _lagged(x, np.broadcast_to(curve, (panel.n_entities, *curve.shape)))
     labels = panel.target_split(K)
     rows = np.zeros(y.shape, dtype=bool)
     rows[:, K:] = np.isfinite(y[:, K:]) & (labels != "test")[None, :]
@@ -233,15 +232,12 @@ MIN_KEPT = 0.5  # a shift may move at most half of a curve's weight (sum of |bet
 def _shift_limits(curve: np.ndarray) -> tuple[float, float]:
     """The largest shifts earlier and later (both >= 0) that keep at least :data:`MIN_KEPT` of the curve's weight
     inside lags 1..K: beyond them a curve mostly leaves the window, and its k* no longer says where its lags are."""
-    total = np.abs(curve).sum()
     steps = np.arange(0, curve.shape[1] + 1.01, 0.05)
-    kept = [np.abs(_shifted(curve, np.array([d]))).sum() / total >= MIN_KEPT if total > 0 else False
-            for d in steps]
-    later = steps[min(kept.index(False), len(steps)) - 1] if False in kept else steps[-1]
-    kept = [np.abs(_shifted(curve, np.array([-d]))).sum() / total >= MIN_KEPT if total > 0 else False
-            for d in steps]
-    earlier = steps[min(kept.index(False), len(steps)) - 1] if False in kept else steps[-1]
-    return float(earlier), float(later)
+    limits = []
+    for sign in (-1, 1):
+        kept = np.abs(_shifted(curve, sign * steps)).sum(axis=(1, 2)) >= MIN_KEPT * np.abs(curve).sum()
+        limits.append(float(steps[-1] if kept.all() else steps[np.argmin(kept) - 1]))
+    return limits[0], limits[1]
 
 
 def _shift_for_spread(curve: np.ndarray, score: np.ndarray, spread: float) -> tuple[np.ndarray, float]:
@@ -258,6 +254,11 @@ def _shift_for_spread(curve: np.ndarray, score: np.ndarray, spread: float) -> tu
         if abs(sd - spread) < best[0]:
             best = (abs(sd - spread), shift, round(sd, 3))
     return best[1], best[2]
+
+
+def _lagged(x: np.ndarray, curves: np.ndarray) -> np.ndarray:
+    """(N, T) the lagged part sum_f sum_k beta_ifk x_f,i,t-k of features x (N, T, F) under curves (N, F, K)."""
+    return sum(lagged_part(x[:, :, f], curves[:, f]) for f in range(x.shape[2]))
 
 
 def _shifted(curve: np.ndarray, shift: np.ndarray) -> np.ndarray:
@@ -281,9 +282,9 @@ def draw(source: Source, name: str, seed: int) -> Panel:
 
     scenario = SCENARIOS[name]
     rng = np.random.default_rng([SALT, seed])
-    n, t_len, n_feat = source.x.shape
+    n, t_len = source.x.shape[:2]
     curves = _shifted(source.curve, source.shifts.get(name, np.zeros(n)))
-    lagged = sum(lagged_part(source.x[:, :, f], curves[:, f]) for f in range(n_feat))
+    lagged = _lagged(source.x, curves)
     share = (statistics.average_ranks(source.proxy_score) - 0.5) / n  # each entity's rank share in (0, 1)
     factor = SIZE_FACTOR[0] + SIZE_FACTOR[1] * share
     sigma = source.sigma * (factor if scenario.target == "noise_scale" else 1.0)
