@@ -72,11 +72,13 @@ def moderators(proxies: np.ndarray, shared: bool) -> np.ndarray:
     ones = np.ones((len(proxies), 1))
     if shared:
         return ones
-    standard = _standardise(proxies)
-    return np.hstack([ones, standard, _standardise(standard**2)])
+    standard = standardise(proxies)
+    return np.hstack([ones, standard, standardise(standard**2)])
 
 
-def _standardise(values: np.ndarray) -> np.ndarray:
+def standardise(values: np.ndarray) -> np.ndarray:
+    """Each column of ``values`` (a vector: the vector) centred and scaled to sd 1 across its rows; a constant one
+    centred only."""
     sd = values.std(axis=0)
     return (values - values.mean(axis=0)) / np.where(sd > 0, sd, 1.0)
 

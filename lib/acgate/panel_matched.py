@@ -49,7 +49,9 @@ import pandas as pd
 
 from acgate import audit, statistics
 from acgate.calibration import lagged_part, replicate_records
+from acgate.classical import fit_classical, intercepts, lag_profile, standardise
 from acgate.config import Params
+from acgate.lags import effective_lag
 from acgate.layout import audit_dir, panel_dir
 from acgate.panel import Normalisers, Panel
 from acgate.runs import manifest, write_json
@@ -113,21 +115,16 @@ class Source:
                 if s.moderator != "stratifier" or self.stratifier_score is not None]
 
 
-def _standard(values: np.ndarray) -> np.ndarray:
-    sd = values.std()
-    return (values - values.mean()) / sd if sd > 0 else np.zeros_like(values)
-
-
 def _directions(panel: Panel, circular_threshold: float) -> tuple[np.ndarray, np.ndarray | None, dict]:
     """The proxies' direction and a stratifier's part they do not carry (see the module's docstring), with what was
     chosen and why."""
-    proxies = _standard_columns(panel.P)
+    proxies = standardise(panel.P)
     design = np.column_stack([np.ones(len(proxies)), proxies])
     fits = {}
     for name in panel.stratifiers.columns:
         values = panel.stratifiers[name].reindex(panel.entities).to_numpy(dtype=float)
         known = np.isfinite(values)
-        ranks = _standard(statistics.average_ranks(values[known]))
+        ranks = standardise(statistics.average_ranks(values[known]))
         coef = np.linalg.lstsq(design[known], ranks, rcond=None)[0]
         fitted = design @ coef
         residual = np.zeros(len(values))
@@ -143,25 +140,18 @@ def _directions(panel: Panel, circular_threshold: float) -> tuple[np.ndarray, np
                                     f"(R2 {fits[carried][0]:.2f})", "aligned_stratifier": carried,
                  "stratifier": f"the part of stratifier '{least}' the proxies do not carry linearly (its residual on "
                                f"them; they carry R2 {fits[least][0]:.2f} of its ranks)"}
-        return _standard(fits[carried][1]), _standard(fits[least][2]), about
+        return standardise(fits[carried][1]), standardise(fits[least][2]), about
     _, _, vt = np.linalg.svd(proxies, full_matrices=False)
-    return _standard(proxies @ vt[0]), None, {
+    return standardise(proxies @ vt[0]), None, {
         "proxy_direction": "the first principal component of the standardised proxies (no stratifier that the audit "
                            "does not call circular)", "aligned_stratifier": None,
         "stratifier": "none: every stratifier is circular with the proxies, or there is none, so the stratifier "
                       "scenarios are left out"}
 
 
-def _standard_columns(values: np.ndarray) -> np.ndarray:
-    sd = values.std(axis=0)
-    return (values - values.mean(axis=0)) / np.where(sd > 0, sd, 1.0)
-
-
 def fit_source(panel: Panel, params: Params) -> Source:
     """The pooled lag curve, entity levels and residual noise of ``panel`` (shared_dl on its training targets,
     residuals on its training and validation targets), and the scores that moderate the surrogates' lags."""
-    from acgate.classical import fit_classical, intercepts
-
     K = params.model.max_lag
     norm = Normalisers.fit(panel)
     x = norm.X.transform(panel.X).astype(float)
@@ -243,9 +233,6 @@ def _shift_limits(curve: np.ndarray) -> tuple[float, float]:
 def _shift_for_spread(curve: np.ndarray, score: np.ndarray, spread: float) -> tuple[np.ndarray, float]:
     """The lag shifts c * score (N,), each within :func:`_shift_limits`, whose true k* have the sd closest to
     ``spread``, and that sd (a short window may not reach the spread asked for)."""
-    from acgate.classical import lag_profile
-    from acgate.lags import effective_lag
-
     earlier, later = _shift_limits(curve)
     best = (np.inf, np.zeros_like(score), 0.0)
     for c in np.linspace(0, 6 * spread, SHIFT_GRID):
@@ -277,9 +264,6 @@ def _shifted(curve: np.ndarray, shift: np.ndarray) -> np.ndarray:
 def draw(source: Source, name: str, seed: int) -> Panel:
     """One surrogate panel of scenario ``name`` from ``source``; all randomness from ``seed``. Only the target
     differs from the source panel; the truth (each entity's k* of its true curves) is recorded for L3."""
-    from acgate.classical import lag_profile
-    from acgate.lags import effective_lag
-
     scenario = SCENARIOS[name]
     rng = np.random.default_rng([SALT, seed])
     n, t_len = source.x.shape[:2]
