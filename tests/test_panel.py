@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from acgate.dgp import simulate
+from acgate.dgp import load_or_simulate, simulate
 from acgate.panel import Normalisers, Panel, PanelError, Standardiser
 
 
@@ -59,6 +59,39 @@ def test_save_and_load_round_trip(panel, tmp_path):
     assert back.stratifiers.index.tolist() == panel.entities.tolist()
     assert back.digest() == panel.digest()
     assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_a_panel_file_edited_after_saving_is_refused_naming_it(panel, tmp_path):
+    """A stratifier table permuted after prep (the audit would read it) and a truncated panel.npz (training would fail
+    inside numpy's zip reader) are both refused at load, naming the file and the fix."""
+    panel.save(tmp_path)
+    table = pd.read_csv(tmp_path / "stratifiers.csv")
+    table.iloc[:, 1:] = table.iloc[::-1, 1:].to_numpy()
+    table.to_csv(tmp_path / "stratifiers.csv", index=False)
+    with pytest.raises(PanelError, match=r"stratifiers\.csv was changed or damaged after the panel was saved.*"
+                                         r"delete the folder and rerun"):
+        Panel.load(tmp_path)
+    panel.save(tmp_path)
+    data = (tmp_path / "panel.npz").read_bytes()
+    (tmp_path / "panel.npz").write_bytes(data[: len(data) // 2])
+    with pytest.raises(PanelError, match=r"panel\.npz was changed or damaged"):
+        Panel.load(tmp_path)
+    (tmp_path / "panel.npz").unlink()
+    with pytest.raises(PanelError, match=r"panel\.npz is missing"):
+        Panel.load(tmp_path)
+    (tmp_path / "panel.json").write_text('{"entities": [')
+    with pytest.raises(PanelError, match=r"panel\.json is damaged"):
+        Panel.load(tmp_path)
+
+
+def test_a_damaged_synthetic_panel_is_drawn_again(smoke_params, tmp_path, capsys):
+    first = load_or_simulate(smoke_params, 0, tmp_path)
+    folder = next(tmp_path.rglob("panel.npz")).parent
+    (folder / "panel.npz").write_bytes(b"not a zip file")
+    again = load_or_simulate(smoke_params, 0, tmp_path)
+    assert again.digest() == first.digest()
+    assert "drawing it again from seed 0" in capsys.readouterr().err
+    Panel.load(folder)  # the redrawn copy is whole
 
 
 def test_contract_violations_name_the_field_and_entity(panel):

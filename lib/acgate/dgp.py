@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -39,7 +40,7 @@ import pandas as pd
 
 from acgate.config import Params, SyntheticConfig
 from acgate.layout import panel_dir
-from acgate.panel import Panel
+from acgate.panel import Panel, PanelError
 from acgate.runs import write_json
 
 PROXY_NAMES = ["z", "sqrt_z", "one_minus_0.7z"]
@@ -143,7 +144,10 @@ def load_or_simulate(params: Params, seed: int, data_root: Path) -> Panel:
                 "seed": seed}
     recorded = directory / "dgp_settings.json"
     if recorded.is_file() and json.loads(recorded.read_text()) == settings:
-        return Panel.load(directory)
+        try:
+            return Panel.load(directory)
+        except PanelError as err:  # a draw is exact from its seed: an edited or damaged copy is drawn again
+            print(f"{err}; drawing it again from seed {seed}", file=sys.stderr)
     panel = simulate(params.synthetic, seed, params.split.val_start, params.split.test_start)
     panel.save(directory)
     write_json(recorded, settings)

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from acgate.runs import atomic_write
-from acgate.sources import read_csv_ids
+from acgate.sources import read_csv_ids, sha256
 
 SPLITS = ("train", "val", "test")
 
@@ -140,7 +140,8 @@ class Panel:
         """(T,) True for time values inside the training window."""
         return self.times < self.val_start
 
-    # --- persistence: one .npz for arrays, one JSON for names, one CSV for stratifiers
+    # --- persistence: one .npz for arrays, one CSV for stratifiers, and one JSON for names and the other two files'
+    # sha256, written last: a panel file edited, damaged or half-copied after it was saved is refused when loaded
 
     def save(self, directory: Path) -> None:
         directory = Path(directory)
@@ -148,16 +149,36 @@ class Panel:
         arrays = {"X": self.X, "Y": self.Y, "P": self.P, "S": self.S, "times": self.times,
                   **{f"truth_{k}": v for k, v in self.truth.items()}}
         atomic_write(directory / "panel.npz", lambda f: np.savez(f, **arrays), binary=True)
+        atomic_write(directory / "stratifiers.csv", lambda f: self.stratifiers.to_csv(f, index_label="entity"))
         meta = {"entities": [str(e) for e in self.entities], "feature_names": self.feature_names,
                 "proxy_names": self.proxy_names, "static_names": self.static_names,
-                "val_start": int(self.val_start), "test_start": int(self.test_start), "meta": self.meta}
+                "val_start": int(self.val_start), "test_start": int(self.test_start), "meta": self.meta,
+                "sha256": {name: sha256(directory / name) for name in CHECKED_FILES}}
         atomic_write(directory / "panel.json", lambda f: json.dump(meta, f, indent=1))
-        atomic_write(directory / "stratifiers.csv", lambda f: self.stratifiers.to_csv(f, index_label="entity"))
 
     @classmethod
     def load(cls, directory: Path) -> Panel:
+        """The panel saved in ``directory``; a PanelError naming the file and the fix when a file is missing,
+        damaged, or changed since the panel was saved (its sha256 differs from the one panel.json records)."""
         directory = Path(directory)
-        meta = json.loads((directory / "panel.json").read_text())
+        fix = ("a processed panel is derived data: delete the folder and rerun the step that wrote it (make paper "
+               "redoes a missing panel; 01_data_prep for a data domain, 02_synthetic_dgp for a synthetic one)")
+        try:
+            meta = json.loads((directory / "panel.json").read_text())
+            recorded = meta["sha256"]
+        except FileNotFoundError:
+            raise PanelError(f"{directory}: no panel.json; {fix}") from None
+        except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as err:
+            why = "records no file checksums (written by an older version)" if isinstance(err, KeyError) else \
+                "is damaged"
+            raise PanelError(f"{directory / 'panel.json'} {why}; {fix}") from None
+        for name in CHECKED_FILES:
+            path = directory / name
+            if not path.is_file():
+                raise PanelError(f"{path} is missing; {fix}")
+            if sha256(path) != recorded.get(name):
+                raise PanelError(f"{path} was changed or damaged after the panel was saved (its sha256 differs from "
+                                 f"the one in panel.json), so what it holds is not what the panel was made of; {fix}")
         with np.load(directory / "panel.npz") as arrays:
             data = {k: arrays[k] for k in arrays.files}
         truth = {k.removeprefix("truth_"): v for k, v in data.items() if k.startswith("truth_")}
@@ -167,6 +188,9 @@ class Panel:
                    proxy_names=meta["proxy_names"], static_names=meta["static_names"],
                    val_start=meta["val_start"], test_start=meta["test_start"],
                    stratifiers=stratifiers, truth=truth, meta=meta.get("meta", {}))
+
+
+CHECKED_FILES = ("panel.npz", "stratifiers.csv")  # their sha256 is in panel.json
 
 
 @dataclass(frozen=True)
