@@ -108,10 +108,14 @@ else:
 # invocation that ended here: its start, wall time to this report, and how many of the runs it made (0 when only
 # the report was redone). When that invocation made every run (a whole `make paper`), its wall time is also kept in
 # `tables/suite_times.json`, one entry per device and machine, so the CPU and GPU suite times stand side by side.
+# Every run records a digest of the code it ran (`code_digest`: the package and the notebooks, committed or not); runs
+# made by different code are named here.
 
 # %%
 record = report.run_manifest(runs_root, results, list(tables), [n for n, f in drawn.items() if f is not None])
 write_json(tables_root / "run_manifest.json", record)
 times_file = tables_root / "suite_times.json"
 write_json(times_file, report.suite_times(record, json.loads(times_file.read_text()) if times_file.is_file() else {}))
+if record["code_versions"]:
+    print(f"WARNING: {record['code_versions']}\n")
 print(json.dumps({k: v for k, v in record.items() if k != "packages"}, indent=1))

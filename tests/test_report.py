@@ -17,6 +17,7 @@ import pytest  # noqa: E402
 from acgate import audit, figures, inputs, prep, render, report, reproduction, runner  # noqa: E402
 from acgate.config import load_params  # noqa: E402
 from acgate.example import write_example  # noqa: E402
+from acgate.runs import code_digest, code_versions  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 METHODS = ["acgate", "no_ac_encoder", "shuffled_proxies"]
@@ -185,6 +186,16 @@ def test_every_latex_table_fits_a_page(tmp_path):
                           text=True)
     assert done.returncode == 0, done.stdout[-2000:]
     assert "Overfull \\hbox" not in (tmp_path / "doc.log").read_text()  # 6.5 in of text width
+
+
+def test_the_run_manifest_says_when_runs_were_made_by_different_code(own_panel, own_report):
+    runs_root, _, _ = own_panel
+    record = report.run_manifest(runs_root, own_report[1], [], [])
+    assert record["runs_code_digest"] == [code_digest()] and record["code_versions"] is None
+    manifests = [{"code_digest": "aaa", "git_sha": "1+dirty"}] * 3 + [{"code_digest": "bbb", "git_sha": "1+dirty"}]
+    sentence = code_versions(manifests)
+    assert sentence.startswith("these runs were made by 2 different versions of the code")
+    assert "aaa (3 runs, git 1+dirty); bbb (1 runs, git 1+dirty)" in sentence and "retrain=true" in sentence
 
 
 def test_suite_times_keep_the_last_whole_suite_per_device():

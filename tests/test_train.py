@@ -127,6 +127,25 @@ def test_the_git_sha_says_when_code_notebooks_or_params_differ_from_the_commit(t
         assert runs.git_sha(package) == git("rev-parse", "HEAD")
 
 
+def test_every_run_records_a_code_digest_that_changes_with_every_edit(tmp_path):
+    """git_sha says '<sha>+dirty' before and after an edit; the code digest tells the two apart."""
+    package = tmp_path / "lib" / "acgate"
+    package.mkdir(parents=True)
+    (tmp_path / "notebooks").mkdir()
+    for name in ("lib/acgate/x.py", "lib/acgate/numbers.yaml", "notebooks/n.py"):
+        (tmp_path / name).write_text("a\n")
+    seen = set()
+    for edit in (None, "lib/acgate/x.py", "lib/acgate/numbers.yaml", "notebooks/n.py", "lib/acgate/new.py"):
+        if edit:
+            (tmp_path / edit).write_text("b\n")
+        runs.code_digest.cache_clear()
+        seen.add(runs.code_digest(package / "x.py"))
+        assert len(seen) == (1 if edit is None else len(seen)), edit
+    assert len(seen) == 5
+    runs.code_digest.cache_clear()
+    assert runs.manifest({}, 0, "cpu")["code_digest"] == runs.code_digest()
+
+
 def test_a_finished_run_is_kept_only_for_the_same_params_and_panel(smoke_params, panel, tmp_path):
     lines = []
     runner.run_method(panel, smoke_params, "uniform_lag", 0, tmp_path, quiet)

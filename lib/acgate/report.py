@@ -25,7 +25,7 @@ from acgate.config import CLOSED_FORM_METHODS
 from acgate.inputs import audits, collect, in_paper_order, of_kind, paper_domains
 from acgate.layout import method_dir
 from acgate.reproduction import reproduction
-from acgate.runs import git_sha, machine, package_versions
+from acgate.runs import code_versions, git_sha, machine, package_versions
 from acgate.verdicts import LAYERS
 
 
@@ -331,7 +331,8 @@ def build_tables(runs_root: Path, domains: list[str]) -> tuple[dict[str, pd.Data
 def run_manifest(runs_root: Path, results: dict[str, audit_lib.AuditResult], tables: list[str], figures: list[str]
                  ) -> dict:
     """What produced the tables: the report's code version and machine, the runs the audits took (their code
-    versions, total training seconds, when they were made), and the workflow invocation that ended here (its start,
+    versions, git SHA and code digest, and a sentence when they differ: :func:`acgate.runs.code_versions`; total
+    training seconds, when they were made), and the workflow invocation that ended here (its start,
     wall time to this report, how many of the runs it made, the domains it skipped)."""
     manifests, seconds = [], []
     for domain, result in results.items():
@@ -351,6 +352,8 @@ def run_manifest(runs_root: Path, results: dict[str, audit_lib.AuditResult], tab
         "domains": {d: {"seeds": int(r.l1.seed.nunique()), "runs": len(r.l1), "excluded_runs": len(r.excluded)}
                     for d, r in results.items()},
         "runs_git_sha": sorted({m["git_sha"] for m in manifests}),
+        "runs_code_digest": sorted({m.get("code_digest", "not recorded") for m in manifests}),
+        "code_versions": code_versions(manifests),
         "devices": sorted({m["device"] + (f" ({m['gpu']})" if m.get("gpu") else "") for m in manifests
                            if m.get("method") not in CLOSED_FORM_METHODS}),  # the neural runs: numpy fits say cpu
         "training_seconds_total": round(sum(seconds), 1),

@@ -5,6 +5,7 @@ provenance: the code version, package versions and machine every manifest record
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import os
 import platform
@@ -117,6 +118,36 @@ def git_sha(start: Path | None = None) -> str:
     return sha + ("+dirty" if any(not line.startswith("#") for line in status) else "")
 
 
+@functools.cache
+def code_digest(start: Path | None = None) -> str:
+    """Short sha256 of the code a run executes: the sources (.py and .yaml files) of the package holding ``start``
+    (default: this package) and, in a checkout, the notebooks beside it; read once per process (its code is what it
+    imported). Unlike :func:`git_sha`, whose '+dirty' stays the same from one edit to the next, it changes with
+    every edit."""
+    package = Path(start or __file__).resolve().parent
+    root = package.parents[1]
+    files = sorted([*package.rglob("*.py"), *package.rglob("*.yaml"), *(root / "notebooks").glob("*.py")])
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(f"{path.relative_to(root).as_posix()}\0".encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def code_versions(manifests: list[dict]) -> str | None:
+    """None when every manifest in ``manifests`` records one code digest, else a sentence naming each digest, its
+    git SHA and its number of runs: runs made by different code are not one experiment."""
+    groups: dict[str, list[dict]] = {}
+    for record in manifests:
+        groups.setdefault(record.get("code_digest", "not recorded"), []).append(record)
+    if len(groups) < 2:
+        return None
+    parts = [f"{digest} ({len(records)} runs, git {', '.join(sorted({r.get('git_sha', '?') for r in records}))})"
+             for digest, records in sorted(groups.items(), key=lambda item: -len(item[1]))]
+    return (f"these runs were made by {len(groups)} different versions of the code (code digest: "
+            f"{'; '.join(parts)}); to compare like with like, retrain them under one version (retrain=true)")
+
+
 def package_versions() -> dict[str, str]:
     """The installed versions of :data:`PACKAGES`, read once per process (its code is what it imported)."""
     return dict(_installed_versions())
@@ -154,6 +185,7 @@ def manifest(params: dict, seed: int, device: str, **extra: Any) -> dict:
         "params": params,
         "seed": seed,
         "git_sha": git_sha(),
+        "code_digest": code_digest(),
         "packages": package_versions(),
         "python": sys.version.split()[0],
         "platform": platform.platform(),
