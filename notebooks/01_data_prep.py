@@ -52,16 +52,20 @@ out_dir = panel_dir(data_root, params.domain)
 prep.save(prepared, out_dir, manifest(params.to_dict(), seed=-1, device="none", inputs=input_files(params, root)))
 print(f"{params.domain}: {panel.n_entities} of {len(prepared.report)} entities kept, {len(panel.times)} years "
       f"{panel.times[0]}-{panel.times[-1]}; saved to {out_dir}")
+if prepared.warning:  # also in the terminal, and in the audit
+    print(f"WARNING: {prepared.warning}")
 
 # %% [markdown]
 # ## Entities kept and dropped
-# The number kept and the reason for every drop. The counts depend only on the input files and the rules, so
-# re-executing must print the same (nbval checks this cell).
+# The number kept and the reason for every drop, and how many observed targets were left out because their lag
+# window reaches a feature before its first or after its last observed value (`data.feature_edges`). The counts
+# depend only on the input files and the rules, so re-executing must print the same (nbval checks this cell).
 
 # %%
 # NBVAL_CHECK_OUTPUT
 reasons = prepared.report.reason.str.replace(r"\d\.\d\d", "x", regex=True).value_counts()
-print(f"kept {int(prepared.report.kept.sum())}, dropped {int((~prepared.report.kept).sum())}")
+print(f"kept {int(prepared.report.kept.sum())}, dropped {int((~prepared.report.kept).sum())}, targets left out "
+      f"{int(prepared.report.targets_left_out.sum())}")
 print(reasons.to_string())
 
 # %%

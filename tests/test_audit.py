@@ -12,6 +12,8 @@ from scipy import stats
 
 from acgate import audit, metrics, report
 from acgate.config import load_params
+from acgate.dgp import simulate
+from acgate.notebook import PROGRESS
 from acgate.panel import Panel
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -385,11 +387,12 @@ def test_an_untestable_stratifier_is_not_claimed_not_ruled_out(tmp_path, params,
     leaves L2 without a test although k* spreads: that says nothing about the lags, so L2 is not claimed under both
     rule sets; only a k* degenerate in every seed rules it out."""
     make_domain(tmp_path, "flat", range(3), ["acgate"], recovering)
-    for seed in range(3):
-        path = tmp_path / "data" / "processed" / "flat" / f"seed{seed:02d}" / "stratifiers.csv"
-        table = pd.read_csv(path)
-        table.drop(columns="noise").assign(latent_z=1.0).to_csv(path, index=False)
     monkeypatch.setattr(Panel, "validate", lambda self: None)  # as a panel saved before the check loads
+    for seed in range(3):
+        folder = tmp_path / "data" / "processed" / "flat" / f"seed{seed:02d}"
+        panel = Panel.load(folder)
+        panel.stratifiers = panel.stratifiers.drop(columns="noise").assign(latent_z=1.0)
+        panel.save(folder)
     result = audit.audit_domain(params("flat"), tmp_path / "runs", tmp_path / "data", 3, ["acgate"])
     for found in (result.verdicts, result.verdicts_paper):
         assert found["L2"]["verdict"] == "not claimed" and "not testable: latent_z" in found["L2"]["evidence"]
@@ -455,3 +458,15 @@ def test_alignment_needs_the_seeds_to_agree_on_its_sign(tmp_path, params):
     assert result.verdicts["L1"]["verdict"] == "supported"
     l2 = result.verdicts["L2"]
     assert l2["verdict"] == "not certified" and "sign agreement 50%" in l2["evidence"]
+
+
+def test_the_audit_repeats_the_warning_of_a_prep_that_dropped_many_entities(tmp_path):
+    """The trial's panel lost two thirds of its entities in prep and neither the terminal nor the audit said so: the
+    audit's problems now open with prep's warning, and WARNING/PROBLEM lines reach the terminal."""
+    params = load_params(ROOT / "params" / "synthetic_linear.yaml", ROOT / "params" / "smoke.yaml")
+    panel = simulate(params.synthetic, 0, params.split.val_start, params.split.test_start)
+    panel.meta["prep"] = {"warning": "own.csv: 104 of the 150 entities with the target were dropped (69%): ..."}
+    problems = audit._problems([], pd.DataFrame(columns=audit.EXCLUDED_COLUMNS), {0: panel, 1: panel})
+    assert problems == [panel.meta["prep"]["warning"]]
+    assert all(PROGRESS.match(line) for line in (f"WARNING: {problems[0]}", f"PROBLEM: {problems[0]}",
+                                                 "   WARNING: indented", "[acgate seed 3] epoch 5"))

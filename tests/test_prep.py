@@ -1,5 +1,6 @@
 """Cleaning rules on small hand-made long frames, the proxy-shuffle control, and the real domains' entity counts."""
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -44,8 +45,47 @@ def test_interpolation_only_between_observed_values_and_targets_never_filled():
     assert out.panel.X[0, 3, 0] == pytest.approx((x0[2002] + x0[2004]) / 2)
     assert np.isnan(out.panel.Y[0, 3])  # the target stays missing
     report = out.report.set_index("entity")
-    assert not report.loc["e1", "kept"] and "missing at the start or end" in report.loc["e1", "reason"]
     assert report.loc["e2", "kept"] and np.isnan(out.panel.Y[list(out.panel.entities).index("e2"), 4:6]).all()
+    # a feature that starts late: its first cell takes the nearest observed value, and the targets whose 3-year lag
+    # window reaches it (2001-2003) are left out; the paper's rule drops the entity instead
+    e1 = list(out.panel.entities).index("e1")
+    x1, y1 = (f[f.entity == "e1"].set_index("time")[c] for c in ("x", "y"))
+    assert out.panel.X[e1, 0, 0] == pytest.approx(x1[2001])
+    assert np.isnan(out.panel.Y[e1, 1:4]).all() and out.panel.Y[e1, 4:] == pytest.approx(y1.loc[2004:].to_numpy())
+    assert report.loc["e1", "kept"] and report.loc["e1", "targets_left_out"] == 3
+    report = prep.prepare(f, params(max_missing_share=0.2, feature_edges="drop_entity"), "toy.csv").report
+    reason = report.set_index("entity").loc["e1", "reason"]
+    assert "missing at the start or end" in reason and "leave_out_targets would keep the entity" in reason
+
+
+def test_a_panel_with_holes_keeps_its_entities_and_says_when_many_are_dropped():
+    """The fault trial's panel: 150 entities x 40 years, 8 % of the feature and target cells missing at random and a
+    3-year gap in a fifth of the entities. The paper's rules (15 %, no feature edges) dropped 104 of 150 without a
+    word; the defaults keep every entity, and the paper's rules now come with a warning naming the reasons."""
+    rng = np.random.default_rng(5)
+    years = np.arange(1980, 2020)
+    f = pd.DataFrame([{"entity": f"e{i:03d}", "time": t, "y": rng.normal(), "x": rng.normal(), "z": rng.normal(),
+                       "p": i + rng.normal(), "s": rng.normal()} for i in range(150) for t in years])
+    for column in ("y", "x", "z"):
+        f.loc[rng.random(len(f)) < 0.08, column] = np.nan
+    gap = f.entity.isin([f"e{i:03d}" for i in range(0, 150, 5)]) & f.time.isin([1995, 1996, 1997])
+    f.loc[gap, ["y", "x", "z"]] = np.nan
+    spec = {"first_time": 1980, "last_time": 2019, "features": ["x", "z"]}
+    split = {"val_start": 2008, "test_start": 2014}
+    own = params_from_dict({"domain": "holes", "n_seeds": 1, "split": split, "model": {"max_lag": 3},
+                            "data": {"loader": "csv", "csv_file": "holes.csv", "target": "y", "proxies": ["mean:p"],
+                                     "stratifiers": ["mean:s"], **spec}}, "holes.yaml")
+    out = prep.prepare(f, own, "holes.csv")
+    assert out.panel.n_entities == 150 and out.warning is None and out.panel.meta["prep"]["warning"] is None
+    assert out.report.targets_left_out.sum() > 0
+    paper = dataclasses.replace(own, data=dataclasses.replace(own.data, max_missing_share=0.15,
+                                                              feature_edges="drop_entity"))
+    out = prep.prepare(f, paper, "holes.csv")
+    dropped = 150 - out.panel.n_entities
+    assert dropped > 30
+    assert out.warning.startswith(f"holes.csv: {dropped} of the 150 entities with the target were dropped")
+    assert "for missing share x > max" in out.warning and "data.max_missing_share = 0.15" in out.warning
+    assert out.panel.meta["prep"]["warning"] == out.warning
 
 
 def test_missing_share_rule():

@@ -529,7 +529,7 @@ def audit_domain(params: Params, runs_root: Path, data_root: Path, seeds: int = 
         params.domain, cfg, l0, l1, l2, l2_summary, l3, wilcoxon, heldout, agreement, kstar_by_entity, comparison,
         lag_shapes(panels, params.model.max_lag, shared), verdicts={}, verdicts_paper={},
         neural_vs_classical_verdict=comparison_verdict(comparison, cfg), excluded=excluded, kind=params.kind,
-        shared_entities=shared, problems=_problems(runs, excluded))
+        shared_entities=shared, problems=_problems(runs, excluded, panels))
     result.verdicts_by_reference = judge(result, cfg, references)
     result.verdicts = result.verdicts_by_reference[cfg.reference]["calibrated"]
     result.verdicts_paper = result.verdicts_by_reference[cfg.reference]["paper"]
@@ -628,10 +628,14 @@ def comparison_verdict(comparison: pd.DataFrame, cfg: AuditConfig) -> dict:
     return lines
 
 
-def _problems(runs: list[Run], excluded: pd.DataFrame) -> list[str]:
-    """What a reader of the verdicts must know: runs left out, and methods audited on different seeds."""
-    problems = [f"{len(excluded)} run(s) left out of the audit: " + "; ".join(
-        f"seed {r.seed:02d} {r.method}: {r.reason}" for r in excluded.itertuples())] if len(excluded) else []
+def _problems(runs: list[Run], excluded: pd.DataFrame, panels: dict[int, Panel]) -> list[str]:
+    """What a reader of the verdicts must know: entities data preparation dropped (more than a fifth of those with
+    the target), runs left out, and methods audited on different seeds."""
+    problems = list(dict.fromkeys(p.meta["prep"]["warning"] for p in panels.values()
+                                  if p.meta.get("prep", {}).get("warning")))
+    if len(excluded):
+        problems.append(f"{len(excluded)} run(s) left out of the audit: " + "; ".join(
+            f"seed {r.seed:02d} {r.method}: {r.reason}" for r in excluded.itertuples()))
     by_method = {m: sorted(r.seed for r in runs if r.method == m) for m in dict.fromkeys(r.method for r in runs)}
     if len({tuple(s) for s in by_method.values()}) > 1:
         problems.append("methods have different seeds (" + "; ".join(f"{m}: {s}" for m, s in by_method.items())

@@ -35,6 +35,7 @@ CLOSED_FORM_METHODS = ("grouped_ardl", *CLASSICAL_METHODS)  # numpy fits: no epo
 SCENARIOS = ("linear", "nonlinear", "constant", "two_regime", "interaction", "non_monotone")
 DRIVERS = ("linear", "threshold")
 LOADERS = ("pwt", "owid_wgi", "csv")
+FEATURE_EDGES = ("leave_out_targets", "drop_entity")  # data.feature_edges
 
 
 class ParamsError(ValueError):
@@ -190,8 +191,14 @@ class DataConfig:
                             "or a column constant within each entity", _names(1), required=True)
     static: tuple = _param((), "static features, in the same forms as proxies (may be empty)", _names(0))
     stratifiers: tuple = _param((), "L2 stratifiers, in the same forms as proxies", _names(0))
-    max_missing_share: float = _param(0.15, "drop an entity when the share of times lacking the target or a feature "
-                                      "exceeds this", _unit_interval_open_right)
+    max_missing_share: float = _param(0.5, "drop an entity when the share of times lacking the target or a feature "
+                                      "exceeds this (0.5: mostly empty; the paper's domains set 0.15)",
+                                      _unit_interval_open_right)
+    feature_edges: str = _param("leave_out_targets", "a feature unobserved before its first or after its last value "
+                                "in an entity: leave_out_targets keeps the entity, fills those cells with the nearest "
+                                "observed value and leaves every target whose lag window reaches one of them out of "
+                                "the loss and the metrics; drop_entity drops the entity (the paper's rule)",
+                                _one_of(*FEATURE_EDGES))
     strict: bool = _param(True, "true: an entity whose target is never observed is an error; false: it is dropped "
                           "and reported", _bool)
     proxy_shuffle: bool = _param(False, "negative control: permute the proxies across entities, one non-identity "

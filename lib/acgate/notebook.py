@@ -10,7 +10,8 @@
 ``key=value`` per notebook parameter (values are parsed as YAML). This is what every rule of the workflow
 (``workflow/Snakefile``) runs. The executed copy appears at the output path only when every cell ran; the
 notebook's output streams into ``<output>.log`` while it runs (``tail -f`` it to follow a long step), its progress
-lines (``[<method> seed <n>] ...``: a method's start and end; the calibration's replicates) and, every
+lines (``[<method> seed <n>] ...``: a method's start and end; the calibration's replicates), its ``WARNING:`` and
+``PROBLEM:`` lines and, every
 :data:`BAR_EVERY` seconds, the state of a training progress bar also to the terminal, and a failed run leaves its
 partly executed copy beside it as ``.<name>.partial.ipynb`` for inspection.
 With ``--seeds``, the notebook runs once per seed, each into its own executed copy and log, in one kernel whose
@@ -65,8 +66,8 @@ def resolve(domain: str, params_file: str = "", profile_file: str = "") -> tuple
 
 
 # progress lines: training's "[acgate seed 3] epoch 25/200 ...", the calibrations' "[calibration 4/19] ..." and
-# "[panel-matched 4/19] ..."
-PROGRESS = re.compile(r"^\s*\[(\w+ seed \d+|(calibration|panel-matched) \d+/\d+)\]")
+# "[panel-matched 4/19] ..."; and what a user must not miss: "WARNING: ..." and "PROBLEM: ..."
+PROGRESS = re.compile(r"^\s*(\[(\w+ seed \d+|(calibration|panel-matched) \d+/\d+)\]|WARNING:|PROBLEM:)")
 BAR = re.compile(r"^\s*\w+ seed \d+:\s+\d+%\|")  # its progress bar: "acgate seed 3:  45%|####5  | 90/200 [...]"
 BAR_EVERY = 5.0  # seconds between two echoes of a progress bar
 

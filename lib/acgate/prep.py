@@ -4,9 +4,11 @@ Rules (docs/data.md), all driven by the params' ``data`` section:
 
 1. the long frame must hold every named column, numeric, with one row per (entity, time);
 2. the panel spans ``first_time..last_time``; an entity is dropped when the share of years where the target or a
-   feature is missing exceeds ``max_missing_share``;
+   feature is missing exceeds ``max_missing_share`` (mostly empty);
 3. features are interpolated linearly **between observed values only**; nothing is extrapolated past an entity's
-   first or last observation: an entity whose features still have gaps at the ends is dropped;
+   first or last observation: where a feature starts late or ends early, those cells take the nearest observed
+   value and every target whose lag window reaches one of them is left out of the loss and the metrics
+   (``feature_edges: leave_out_targets``), or the entity is dropped (``drop_entity``, the paper's rule);
 4. targets are never filled: missing targets stay missing and are masked out of losses and metrics;
 5. proxies, static features and stratifiers are summaries of **training-window history** (time < val_start):
    ``mean:col``, ``trend:col`` (OLS slope per time unit), ``first:col``, ``last:col``, or a plain ``col`` that is
@@ -40,11 +42,15 @@ class PrepError(ValueError):
     """The input breaks a data rule; the message names the file, column and entity."""
 
 
+DROPPED_WARNING = 0.2  # prep warns when it drops more than this share of the entities that have the target
+
+
 @dataclass
 class Prepared:
     panel: Panel
-    report: pd.DataFrame  # one row per entity seen: entity, kept, reason
+    report: pd.DataFrame  # one row per entity seen: entity, kept, reason, targets_left_out
     coverage: pd.DataFrame  # time x {all entities, kept entities}: share with the target and every feature observed
+    warning: str | None = None  # more than DROPPED_WARNING of the entities with the target dropped (also in meta)
 
 
 def parse_summary(spec: str) -> tuple[str, str]:
@@ -125,9 +131,10 @@ def min_entities(alpha: float) -> int:
 @dataclass
 class _Kept:
     """A kept entity's series over the panel's times and its training-window summaries."""
-    features: np.ndarray  # (T, F), interpolated inside the observed range
-    target: np.ndarray  # (T,), missing values stay NaN (masked, never filled)
+    features: np.ndarray  # (T, F), interpolated inside the observed range, the nearest observed value outside it
+    target: np.ndarray  # (T,), NaN where missing or left out (masked, never filled)
     summaries: dict[tuple[str, str], float]  # (kind, summary name) -> value
+    left_out: int = 0  # observed targets left out: their lag window reaches a feature cell outside its observed range
 
 
 def prepare(frame: pd.DataFrame, params: Params, source: str) -> Prepared:
@@ -148,10 +155,12 @@ def prepare(frame: pd.DataFrame, params: Params, source: str) -> Prepared:
     report, kept = [], {}
     for entity, block in wide.groupby(level="entity", sort=False):
         reason, cleaned = _clean_entity(block.droplevel("entity"), params, summaries, source, entity)
-        report.append({"entity": entity, "kept": cleaned is not None, "reason": reason or "kept"})
+        report.append({"entity": entity, "kept": cleaned is not None, "reason": reason or "kept",
+                       "targets_left_out": cleaned.left_out if cleaned is not None else 0})
         if cleaned is not None:
             kept[entity] = cleaned
     _check_enough(kept, report, params.audit.alpha, source)
+    warning = dropped_warning(pd.DataFrame(report), params, source)
     complete = wide[[data.target, *data.features]].notna().all(axis=1)  # target and every feature observed
     coverage = pd.DataFrame({"all entities": complete.groupby(level="time").mean(),
                              "kept entities": complete.loc[list(kept)].groupby(level="time").mean()})
@@ -159,7 +168,24 @@ def prepare(frame: pd.DataFrame, params: Params, source: str) -> Prepared:
         panel = _build_panel(kept, summaries, times, params)
     except PanelError as err:  # a contract of the panel as a whole, e.g. a stratifier without spread
         raise PrepError(f"{source}: {err}") from None
-    return Prepared(panel=panel, report=pd.DataFrame(report), coverage=coverage)
+    panel.meta["prep"] = {"entities_seen": len(report), "entities_kept": len(kept),
+                          "targets_left_out": int(sum(r["targets_left_out"] for r in report)), "warning": warning}
+    return Prepared(panel=panel, report=pd.DataFrame(report), coverage=coverage, warning=warning)
+
+
+def dropped_warning(report: pd.DataFrame, params: Params, source: str) -> str | None:
+    """A warning when prep drops more than :data:`DROPPED_WARNING` of the entities whose target it sees at least once
+    (an entity without the target is no loss), with the count of each reason and the setting behind it."""
+    never = report.reason.str.startswith(f"target {params.data.target} never observed")
+    considered = report[~never]
+    dropped = considered[~considered.kept]
+    if len(dropped) <= DROPPED_WARNING * len(considered):
+        return None
+    kinds = dropped.reason.str.replace(r"\d+\.\d+ > \d+(\.\d+)?", "x > max", regex=True).value_counts()
+    return (f"{source}: {len(dropped)} of the {len(considered)} entities with the target were dropped "
+            f"({len(dropped) / len(considered):.0%}): " + "; ".join(f"{n} for {why}" for why, n in kinds.items())
+            + f" (data.max_missing_share = {params.data.max_missing_share}, data.feature_edges = "
+            f"{params.data.feature_edges}); each entity's reason is in entities.csv beside the panel")
 
 
 def _check_window(frame: pd.DataFrame, params: Params, source: str) -> None:
@@ -188,9 +214,19 @@ def _clean_entity(block: pd.DataFrame, params: Params, summaries: dict[str, list
     if missing > data.max_missing_share:
         return f"missing share {missing:.2f} > {data.max_missing_share} (years lacking the target or a feature)", None
     features = block[list(data.features)].interpolate(method="index", limit_area="inside")
-    if features.isna().any().any():
+    outside = features.isna().any(axis=1).to_numpy()  # (T,) a feature unobserved before its first or after its last
+    if outside.any() and data.feature_edges == "drop_entity":
         return f"feature {features.columns[features.isna().any()][0]} missing at the start or end (no " \
-               "extrapolation)", None
+               "extrapolation; data.feature_edges: leave_out_targets would keep the entity)", None
+    target = block[data.target].to_numpy(dtype=float)
+    max_lag = params.model.max_lag
+    # a target at time t sees the features at t-K..t-1: one whose window reaches a filled cell is left out
+    reaches = np.array([outside[max(0, t - max_lag):t].any() for t in range(len(target))])
+    left_out = int((reaches & np.isfinite(target)).sum())
+    target = np.where(reaches, np.nan, target)
+    if left_out and not np.isfinite(target[max_lag:]).any():
+        return f"no target left whose {max_lag} lagged years have every feature observed", None
+    features = features.ffill().bfill()
     history = block.loc[block.index < params.split.val_start]
     values = {}
     for kind, spec in ((kind, spec) for kind, specs in summaries.items() for spec in specs):
@@ -201,7 +237,7 @@ def _clean_entity(block: pd.DataFrame, params: Params, summaries: dict[str, list
         values[(kind, summary_name(spec))] = _summarise(history[column], stat)
         if not np.isfinite(values[(kind, summary_name(spec))]):
             return f"no training-window value for {kind} '{spec}'", None
-    return "", _Kept(features.to_numpy(), block[data.target].to_numpy(), values)
+    return "", _Kept(features.to_numpy(), target, values, left_out)
 
 
 def _check_enough(kept: dict, report: list[dict], alpha: float, source: str) -> None:
