@@ -191,6 +191,9 @@ class Panel:
 
 
 CHECKED_FILES = ("panel.npz", "stratifiers.csv")  # their sha256 is in panel.json
+# the saved files' format: the workflow's panel steps take it as a parameter, so a change of format redoes every panel
+# (Snakemake reruns a job whose parameters changed); 2: panel.json records the other files' sha256
+FORMAT = 2
 
 
 @dataclass(frozen=True)
