@@ -35,6 +35,13 @@ CLOSED_FORM_METHODS = ("grouped_ardl", *CLASSICAL_METHODS)  # numpy fits: no epo
 SCENARIOS = ("linear", "nonlinear", "constant", "two_regime", "interaction", "non_monotone")
 DRIVERS = ("linear", "threshold")
 LOADERS = ("pwt", "owid_wgi", "csv")
+# The one rule for a domain's name: it names the domain's folders under data/ and runs/, is the workflow's {domain}
+# wildcard (workflow/Snakefile constrains the wildcard with this pattern, so that a name the params check lets through
+# is one the workflow matches) and part of its rule names (train_<domain>_seeds...). No '-': Snakemake would take one,
+# but a rule name is then no identifier (rules.<name>), and '_' does the same job.
+NAME_PATTERN = r"[A-Za-z0-9_]+"
+NAME_RULE = ("a plain name of letters, digits and _ (it names folders under data/ and runs/ and the workflow's jobs; "
+             "no -: write my_panel, not my-panel)")
 
 
 class ParamsError(ValueError):
@@ -81,8 +88,8 @@ def _share(v: Any) -> str | None:
 
 
 def _plain_name(v: Any) -> str | None:
-    ok = isinstance(v, str) and re.fullmatch(r"[A-Za-z0-9_-]+", v) is not None
-    return None if ok else "a plain name of letters, digits, _ and - (it names folders under data/ and runs/)"
+    ok = isinstance(v, str) and re.fullmatch(NAME_PATTERN, v) is not None
+    return None if ok else NAME_RULE
 
 
 def _one_of(*choices: Any) -> Callable[[Any], str | None]:
