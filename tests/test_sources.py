@@ -133,6 +133,18 @@ def test_a_missing_or_fractional_time_names_the_line_and_the_entity(tmp_path, ce
         sources.load_csv(csv, "region", "year")
 
 
+def test_ids_that_differ_only_by_spaces_around_them_are_refused_naming_both(tmp_path):
+    """Ids are kept exactly as written, so 'USA ' and 'USA' were two entities, each with part of the years."""
+    csv = tmp_path / "mine.csv"
+    csv.write_text("region,year,v\nUSA,2000,1\nFRA,2000,1\nFRA ,2001,1\n\tUSA,2001,2\nUSA,2002,1\n")
+    with pytest.raises(sources.SourceError, match=r"mine.csv: column 'region' writes the entity 'USA' in 2 ways that "
+                                                  r"differ only by spaces around it: 'USA' \(line 2\) and '\\tUSA' "
+                                                  r"\(line 5\) \(also: 'FRA'\); .*Remove the spaces"):
+        sources.load_csv(csv, "region", "year")
+    csv.write_text("region,year,v\nNew York ,2000,1\nNew York ,2001,2\n")  # written one way: one entity, as written
+    assert list(sources.load_csv(csv, "region", "year").entity) == ["New York "] * 2
+
+
 # --- downloads
 
 

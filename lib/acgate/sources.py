@@ -233,6 +233,25 @@ def _scan(path: Path) -> np.ndarray:
     return np.array(lines, dtype=int)
 
 
+def _check_ids(ids: pd.Series, lines: np.ndarray, path: Path, column: str) -> None:
+    """Ids are kept exactly as written, so two that differ only by the spaces around them would split one entity in
+    two, each with part of its years (and both then dropped): refused, naming the ways it is written and their
+    lines."""
+    first = pd.DataFrame({"id": ids.to_numpy(), "line": lines}).drop_duplicates("id")
+    first["key"] = first.id.str.strip()
+    clashing = first[first.key.duplicated(keep=False)]
+    if clashing.empty:
+        return
+    keys = list(dict.fromkeys(clashing.key))
+    ways = [f"{entity!r} (line {line})" for entity, line in clashing.loc[clashing.key == keys[0], ["id", "line"]]
+            .itertuples(index=False)]
+    others = f" (also: {', '.join(map(repr, keys[1:4]))}{', ...' if len(keys) > 4 else ''})" if len(keys) > 1 else ""
+    raise SourceError(f"{path}: column '{column}' writes the entity {keys[0]!r} in {len(ways)} ways that differ only "
+                      f"by spaces around it: {', '.join(ways[:-1])} and {ways[-1]}{others}; ids are read exactly as "
+                      f"written ('NA' and '001' are ids), so these would be {len(ways)} entities, each with part of "
+                      "the years. Remove the spaces around the ids, so that each entity is written one way")
+
+
 def _check_times(frame: pd.DataFrame, lines: np.ndarray, path: Path, entity_column: str, time_column: str
                  ) -> pd.Series:
     """The time column as whole numbers; an empty cell or a value that is no whole number stops, naming its line and
@@ -254,8 +273,9 @@ def _check_times(frame: pd.DataFrame, lines: np.ndarray, path: Path, entity_colu
 
 def load_csv(path: Path, entity_column: str, time_column: str) -> pd.DataFrame:
     """A user's long CSV (UTF-8, comma-separated): one row per entity and time. Entity ids are kept exactly as
-    written ('NA', 'null' and '001' are ids, not missing values or numbers); the entity and time columns are renamed
-    to the panel's own 'entity' and 'time'. Errors name the file and, for a row, its line (the header is line 1)."""
+    written ('NA', 'null' and '001' are ids, not missing values or numbers), and two ids that differ only by the
+    spaces around them are refused; the entity and time columns are renamed to the panel's own 'entity' and
+    'time'. Errors name the file and, for a row, its line (the header is line 1)."""
     path = Path(path)
     if not path.is_file():
         raise SourceError(f"panel CSV not found: {path} (the params file's data.csv_file, relative to the project "
@@ -294,6 +314,7 @@ def load_csv(path: Path, entity_column: str, time_column: str) -> pd.DataFrame:
     if blank.any():
         raise SourceError(f"{path}: column '{entity_column}' is empty on line {lines[blank.to_numpy().argmax()]}; "
                           "every row needs an entity id")
+    _check_ids(frame[entity_column], lines, path, entity_column)
     times = _check_times(frame, lines, path, entity_column, time_column)
     frame = frame.rename(columns={entity_column: "entity", time_column: "time"})
     frame["time"] = times
