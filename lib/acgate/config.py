@@ -188,7 +188,8 @@ class DataConfig:
                          _one_of(*LOADERS), required=True)
     csv_file: str = _param("", "csv loader: path of the long CSV, relative to the project root", _string)
     entity_column: str = _param("entity", "csv loader: the column naming the entity", _text)
-    time_column: str = _param("year", "csv loader: the column holding the (integer) time", _text)
+    time_column: str = _param("year", "csv loader: the column holding the time: whole numbers one step apart (years, "
+                              "or steps 0, 1, 2, ... for data every other year or every quarter)", _text)
     first_time: int = _param(0, "first time value of the panel", _int, required=True)
     last_time: int = _param(0, "last time value of the panel", _int, required=True)
     target: str = _param("", "the target column", _text, required=True)
