@@ -79,6 +79,8 @@ def test_entity_ids_are_read_exactly_as_written(tmp_path):
     (b"region,year,v\n,2000,1\n", r"column 'region' is empty on line 2"),
     (b"region,t,v\nA,2000,1\n", r"\(data.entity_column = 'region', data.time_column = 'year': set them in the params "
                               r"file to the file's own column names\): missing column\(s\) year; found region, t, v"),
+    (b"region, year, v\nA, 2000, 1\n", r"\(data.entity_column = .*\): missing column\(s\) year; found region,  year,  "
+                                      r"v; the header writes ' year' with spaces around the name: remove them"),
     (b'region,year,v\nA,"2000,1\nB,2001,1\n', r"pandas cannot read it \(.*EOF inside string.*\); a quote \(\"\) that "
                                               r"opens a field and never closes is the usual cause"),
     (b'region,year,v\n \t\n""\nB,2001,1\n', r"column 'region' is empty on line 3"),  # a quoted empty field is a row

@@ -58,8 +58,13 @@ def _input(directory: Path, name: str) -> Path:
 def require_columns(frame: pd.DataFrame, columns: list[str], source: str) -> None:
     missing = [c for c in columns if c not in frame.columns]
     if missing:
+        # a header written "region, year" names its second column ' year': the space is hard to see in the list
+        spaced = {str(c).strip(): str(c) for c in frame.columns if str(c) != str(c).strip()}
+        hint = [repr(spaced[c]) for c in missing if c in spaced]
         raise SourceError(f"{source}: missing column(s) {', '.join(missing)}; "
-                          f"found {', '.join(map(str, frame.columns[:20]))}{' ...' if frame.shape[1] > 20 else ''}")
+                          f"found {', '.join(map(str, frame.columns[:20]))}{' ...' if frame.shape[1] > 20 else ''}"
+                          + (f"; the header writes {', '.join(hint)} with spaces around the name: remove them (a "
+                             "space after a comma is part of the next name)" if hint else ""))
 
 
 # pandas' default missing-value markers, applied to every column but the id columns
