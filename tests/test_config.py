@@ -1,4 +1,5 @@
 import dataclasses
+import re
 from pathlib import Path
 
 import pytest
@@ -7,6 +8,7 @@ import yaml
 from acgate.config import (
     CLASSICAL_METHODS,
     GATE_METHODS,
+    NAME_PATTERN,
     NEURAL_BASELINES,
     SECTIONS,
     Params,
@@ -90,6 +92,8 @@ def test_non_positive_temperature(tmp_path, value):
     ("audit", "alpha", 1.5, r"audit.alpha = 1.5 is not allowed: must be a number in \(0, 1\)"),
     ("audit", "l1_min_share", 0, r"audit.l1_min_share = 0.0 is not allowed: must be a number in \(0, 1\]"),
     ("", "domain", "../../../x", "domain = '../../../x' is not allowed: must be a plain name"),
+    ("", "domain", "my-panel", "domain = 'my-panel' is not allowed: must be a plain name of letters, digits and _ "
+                               r"\(.*no -: write my_panel, not my-panel\)"),
     ("audit", "circular_threshold", 1.5, r"audit.circular_threshold = 1.5 .* must be a number in \(0, 1\]"),
     ("audit", "min_seed_agreement", 2.0, r"audit.min_seed_agreement = 2.0 .* must be a number in \[0, 1\]"),
     ("audit", "l3_min_spearman", -0.1, r"audit.l3_min_spearman = -0.1 .* must be a number in \[0, 1\]"),
@@ -101,6 +105,16 @@ def test_out_of_range_values(tmp_path, section, key, value, allowed):
     (data.setdefault(section, {}) if section else data)[key] = value
     with pytest.raises(ParamsError, match=allowed):
         load_params(write(tmp_path, data))
+
+
+def test_the_workflow_matches_domain_names_with_the_params_checks_own_pattern():
+    """The params check and the Snakefile's {domain} wildcard once differed ('-' passed one and failed the other with
+    a MissingInputException): the Snakefile must constrain the wildcard with the constant the check uses."""
+    snakefile = (ROOT / "workflow" / "Snakefile").read_text()
+    constraints = re.search(r"^wildcard_constraints:\n((?:    .*\n)+)", snakefile, re.MULTILINE)
+    assert constraints and re.search(r"^    domain=NAME_PATTERN,$", constraints[1], re.MULTILINE), constraints
+    assert re.search(r"^from acgate.config import .*\bNAME_PATTERN\b", snakefile, re.MULTILINE)
+    assert re.fullmatch(NAME_PATTERN, "synthetic_linear") and not re.fullmatch(NAME_PATTERN, "my-panel")
 
 
 def test_full_share_is_allowed(tmp_path):

@@ -142,6 +142,21 @@ def test_bad_input_stops_early_with_file_column_and_entity():
         params_from_dict({"domain": "toy"}, "toy.yaml")
 
 
+def test_time_steps_must_be_consecutive_whole_numbers():
+    """Biennial data dropped every entity for 'missing share 0.45 > 0.15' with no word of the step; a column observed
+    every other year (as WGI before 2002) is no step of the panel."""
+    biennial = frame()[lambda f: f.time % 2 == 0]
+    with pytest.raises(prep.PrepError, match=r"toy.csv: the time values \(2000, 2002, 2004, 2006, \.\.\.\) are all 2 "
+                                             r"apart or a multiple of 2, but the panel's time steps must be "
+                                             r"consecutive whole numbers .* Renumber the time column as consecutive "
+                                             r"steps, e.g. \(time - 2000\) / 2, and set data.first_time, "
+                                             r"data.last_time and the split years in the same units"):
+        prep.prepare(biennial, params(last_time=2010), "toy.csv")
+    gappy = frame()
+    gappy.loc[gappy.time % 2 == 1, "p"] = np.nan
+    assert len(prep.prepare(gappy, params(), "toy.csv").panel.entities) == 8
+
+
 @pytest.mark.parametrize("column, value", [("x", 1e30), ("y", np.inf), ("y", 1e300), ("p", -np.inf), ("s", -2e19)])
 def test_infinite_or_overflowing_values_stop_prep_with_entity_time_and_column(column, value):
     f = frame()

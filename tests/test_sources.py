@@ -79,12 +79,72 @@ def test_entity_ids_are_read_exactly_as_written(tmp_path):
     (b"region,year,v\n,2000,1\n", r"column 'region' is empty on line 2"),
     (b"region,t,v\nA,2000,1\n", r"\(data.entity_column = 'region', data.time_column = 'year': set them in the params "
                               r"file to the file's own column names\): missing column\(s\) year; found region, t, v"),
+    (b"region, year, v\nA, 2000, 1\n", r"\(data.entity_column = .*\): missing column\(s\) year; found region,  year,  "
+                                      r"v; the header writes ' year' with spaces around the name: remove them"),
+    (b'region,year,v\nA,"2000,1\nB,2001,1\n', r"pandas cannot read it \(.*EOF inside string.*\); a quote \(\"\) that "
+                                              r"opens a field and never closes is the usual cause"),
+    (b'region,year,v\n \t\n""\nB,2001,1\n', r"column 'region' is empty on line 3"),  # a quoted empty field is a row
 ])
 def test_malformed_csv_names_the_file_and_the_fix(tmp_path, content, message):
     csv = tmp_path / "mine.csv"
     csv.write_bytes(content)
     with pytest.raises(sources.SourceError, match=rf"mine.csv:? {message}"):
         sources.load_csv(csv, "region", "year")
+
+
+def test_a_column_named_twice_in_the_header_is_refused_naming_the_columns(tmp_path):
+    """pandas reads a repeated name as 'outcome.1' and the params' 'outcome' takes the first column, silently."""
+    csv = tmp_path / "mine.csv"
+    csv.write_text("region,year,outcome,x,outcome\nA,2000,1,2,3\n")
+    with pytest.raises(sources.SourceError, match=r"mine.csv: the header names a column more than once: 'outcome' "
+                                                  r"\(columns 3 and 5\); only one of them would be read, silently\. "
+                                                  r"Rename or delete the repeats"):
+        sources.load_csv(csv, "region", "year")
+    csv.write_text("region,year,x,x \nA,2000,1,2\n")  # the same name but for a space: which one is meant?
+    with pytest.raises(sources.SourceError, match=r"more than once: 'x' and 'x ' \(columns 3 and 4\)"):
+        sources.load_csv(csv, "region", "year")
+    csv.write_text("region,year,v,,\nA,2000,1,,\n")  # empty names (a spreadsheet's blank columns) are no repeats
+    assert list(sources.load_csv(csv, "region", "year").v) == [1]
+
+
+@pytest.mark.parametrize("rows, line, cause", [
+    (["A,2000,0.5", "A,2001,0,43"], 3, r"A decimal comma \(0,43\) splits a number in two: save the file with decimal "
+                                       r"points \(0.43\); a text holding a comma must be in quotes"),
+    (["A,2000,0,43", "A,2001,0.5"], 2, "A decimal comma"),  # on the first data line pandas took 'region' as the index
+    (["A,2000,1", "", "A,2001,1,"], 4, r"The line ends in 1 comma\(s\) too many: delete them"),  # a blank line counts
+])
+def test_a_line_with_more_fields_than_the_header_names_the_line_the_counts_and_the_fix(tmp_path, rows, line, cause):
+    csv = tmp_path / "mine.csv"
+    csv.write_text("region,year,v\n" + "\n".join(rows) + "\n")
+    with pytest.raises(sources.SourceError, match=rf"mine.csv: line {line} has 4 fields where the header has 3 "
+                                                  rf"\(A,20\d\d,.*\)\. {cause}"):
+        sources.load_csv(csv, "region", "year")
+
+
+@pytest.mark.parametrize("cell, message", [
+    ("", r"has no value on line 4 \(entity 'B'\); every row needs its time: fill it in"),
+    ("NA", r"has no value on line 4 \(entity 'B'\)"),
+    ("2001.5", r"holds '2001.5' on line 4 \(entity 'B'\), not a whole number; .*number the periods as consecutive "
+               r"steps"),
+    ("inf", r"holds 'inf' on line 4 \(entity 'B'\), not a whole number"),
+])
+def test_a_missing_or_fractional_time_names_the_line_and_the_entity(tmp_path, cell, message):
+    csv = tmp_path / "mine.csv"
+    csv.write_text(f"region,year,v\nA,2000,1\n\nB,{cell},2\n")  # a blank line, which pandas skips, still counts
+    with pytest.raises(sources.SourceError, match=rf"mine.csv: column 'year' {message}"):
+        sources.load_csv(csv, "region", "year")
+
+
+def test_ids_that_differ_only_by_spaces_around_them_are_refused_naming_both(tmp_path):
+    """Ids are kept exactly as written, so 'USA ' and 'USA' were two entities, each with part of the years."""
+    csv = tmp_path / "mine.csv"
+    csv.write_text("region,year,v\nUSA,2000,1\nFRA,2000,1\nFRA ,2001,1\n\tUSA,2001,2\nUSA,2002,1\n")
+    with pytest.raises(sources.SourceError, match=r"mine.csv: column 'region' writes the entity 'USA' in 2 ways that "
+                                                  r"differ only by spaces around it: 'USA' \(line 2\) and '\\tUSA' "
+                                                  r"\(line 5\) \(also: 'FRA'\); .*Remove the spaces"):
+        sources.load_csv(csv, "region", "year")
+    csv.write_text("region,year,v\nNew York ,2000,1\nNew York ,2001,2\n")  # written one way: one entity, as written
+    assert list(sources.load_csv(csv, "region", "year").entity) == ["New York "] * 2
 
 
 # --- downloads

@@ -252,6 +252,20 @@ def test_bad_seeds_domains_and_methods_stop_with_the_value_named(tmp_path):
         assert done.returncode != 0 and message in done.stdout + done.stderr, (value, done.stdout[-2000:])
 
 
+def test_a_hyphenated_domain_name_is_refused_before_any_job(tmp_path):
+    """'-' once passed the params check and failed the {domain} wildcard (MissingInputException in rule report):
+    both now use config.NAME_PATTERN, and the config's list and a params file's domain key are refused alike."""
+    done = snakemake(tmp_path, "-n", config=[*SMOKE, "domains=[my-panel]"])
+    assert done.returncode != 0, done.stdout[-2000:]
+    assert "domains: 'my-panel' is not allowed: a domain name must be a plain name of letters, digits and _" in \
+        done.stdout + done.stderr, done.stderr[-2000:]
+    own = tmp_path / "my_panel.yaml"
+    own.write_text(yaml.safe_dump({"extends": str(ROOT / "params" / "synthetic_linear.yaml"), "domain": "my-panel"}))
+    done = snakemake(tmp_path, "-n", config=[*SMOKE, "domains=[my_panel]", f"params={{my_panel: '{own}'}}"])
+    assert done.returncode != 0 and "domain = 'my-panel' is not allowed" in done.stdout + done.stderr, \
+        done.stderr[-2000:]
+
+
 @pytest.fixture
 def own_panel(tmp_path):
     """A folder whose path has a space, holding the example CSV and a params file for it (absolute csv_file)."""

@@ -36,6 +36,13 @@ SCENARIOS = ("linear", "nonlinear", "constant", "two_regime", "interaction", "no
 DRIVERS = ("linear", "threshold")
 LOADERS = ("pwt", "owid_wgi", "csv")
 FEATURE_EDGES = ("leave_out_targets", "drop_entity")  # data.feature_edges
+# The one rule for a domain's name: it names the domain's folders under data/ and runs/, is the workflow's {domain}
+# wildcard (workflow/Snakefile constrains the wildcard with this pattern, so that a name the params check lets through
+# is one the workflow matches) and part of its rule names (train_<domain>_seeds...). No '-': Snakemake would take one,
+# but a rule name is then no identifier (rules.<name>), and '_' does the same job.
+NAME_PATTERN = r"[A-Za-z0-9_]+"
+NAME_RULE = ("a plain name of letters, digits and _ (it names folders under data/ and runs/ and the workflow's jobs; "
+             "no -: write my_panel, not my-panel)")
 
 
 class ParamsError(ValueError):
@@ -82,8 +89,8 @@ def _share(v: Any) -> str | None:
 
 
 def _plain_name(v: Any) -> str | None:
-    ok = isinstance(v, str) and re.fullmatch(r"[A-Za-z0-9_-]+", v) is not None
-    return None if ok else "a plain name of letters, digits, _ and - (it names folders under data/ and runs/)"
+    ok = isinstance(v, str) and re.fullmatch(NAME_PATTERN, v) is not None
+    return None if ok else NAME_RULE
 
 
 def _one_of(*choices: Any) -> Callable[[Any], str | None]:
@@ -182,7 +189,8 @@ class DataConfig:
                          _one_of(*LOADERS), required=True)
     csv_file: str = _param("", "csv loader: path of the long CSV, relative to the project root", _string)
     entity_column: str = _param("entity", "csv loader: the column naming the entity", _text)
-    time_column: str = _param("year", "csv loader: the column holding the (integer) time", _text)
+    time_column: str = _param("year", "csv loader: the column holding the time: whole numbers one step apart (years, "
+                              "or steps 0, 1, 2, ... for data every other year or every quarter)", _text)
     first_time: int = _param(0, "first time value of the panel", _int, required=True)
     last_time: int = _param(0, "last time value of the panel", _int, required=True)
     target: str = _param("", "the target column", _text, required=True)

@@ -3,7 +3,8 @@
 Rules (docs/data.md), all driven by the params' ``data`` section:
 
 1. the long frame must hold every named column, numeric, with one row per (entity, time);
-2. the panel spans ``first_time..last_time``; an entity is dropped when the share of years where the target or a
+2. the panel spans ``first_time..last_time`` in steps of 1 (time values that are all a multiple of a larger step
+   apart, such as biennial years, are an error); an entity is dropped when the share of years where the target or a
    feature is missing exceeds ``max_missing_share`` (mostly empty);
 3. features are interpolated linearly **between observed values only**; nothing is extrapolated past an entity's
    first or last observation: where a feature starts late or ends early, those cells take the nearest observed
@@ -148,6 +149,7 @@ def prepare(frame: pd.DataFrame, params: Params, source: str) -> Prepared:
     raw_columns = list(dict.fromkeys([data.target, *data.features,
                                       *(parse_summary(s)[1] for specs in summaries.values() for s in specs)]))
     frame = _check_long(frame, raw_columns, source)
+    _check_steps(frame, source)
     _check_window(frame, params, source)
     times = np.arange(data.first_time, data.last_time + 1)
     grid = pd.MultiIndex.from_product([sorted(frame.entity.unique()), times], names=["entity", "time"])
@@ -186,6 +188,22 @@ def dropped_warning(report: pd.DataFrame, params: Params, source: str) -> str | 
             f"({len(dropped) / len(considered):.0%}): " + "; ".join(f"{n} for {why}" for why, n in kinds.items())
             + f" (data.max_missing_share = {params.data.max_missing_share}, data.feature_edges = "
             f"{params.data.feature_edges}); each entity's reason is in entities.csv beside the panel")
+
+
+def _check_steps(frame: pd.DataFrame, source: str) -> None:
+    """The time values are consecutive whole numbers, as the panel's grid (first_time..last_time in steps of 1) takes
+    them: data every other year would leave every entity without half its steps and drop it for its missing share,
+    with no word of the step. The step is the gcd of the gaps between the times any row has, so a column observed
+    only in some years (WGI before 2002) does not count."""
+    observed = np.unique(frame.time)
+    step = int(np.gcd.reduce(np.diff(observed))) if len(observed) > 1 else 1
+    if step > 1:
+        shown = ", ".join(map(str, observed[:4])) + (", ..." if len(observed) > 4 else "")
+        raise PrepError(f"{source}: the time values ({shown}) are all {step} apart or a multiple of {step}, but the "
+                        f"panel's time steps must be consecutive whole numbers (each entity would lack {step - 1} of "
+                        f"every {step} steps, and be dropped for it). Renumber the time column as consecutive steps, "
+                        f"e.g. (time - {observed[0]}) / {step}, and set data.first_time, data.last_time and the split "
+                        "years in the same units")
 
 
 def _check_window(frame: pd.DataFrame, params: Params, source: str) -> None:

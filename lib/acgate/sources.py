@@ -12,10 +12,12 @@ their official names; ``python -m acgate.sources download`` (``make data``) fetc
 from __future__ import annotations
 
 import argparse
+import csv
 import hashlib
 import os
 import urllib.request
 import zipfile
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -56,8 +58,13 @@ def _input(directory: Path, name: str) -> Path:
 def require_columns(frame: pd.DataFrame, columns: list[str], source: str) -> None:
     missing = [c for c in columns if c not in frame.columns]
     if missing:
+        # a header written "region, year" names its second column ' year': the space is hard to see in the list
+        spaced = {str(c).strip(): str(c) for c in frame.columns if str(c) != str(c).strip()}
+        hint = [repr(spaced[c]) for c in missing if c in spaced]
         raise SourceError(f"{source}: missing column(s) {', '.join(missing)}; "
-                          f"found {', '.join(map(str, frame.columns[:20]))}{' ...' if frame.shape[1] > 20 else ''}")
+                          f"found {', '.join(map(str, frame.columns[:20]))}{' ...' if frame.shape[1] > 20 else ''}"
+                          + (f"; the header writes {', '.join(hint)} with spaces around the name: remove them (a "
+                             "space after a comma is part of the next name)" if hint else ""))
 
 
 # pandas' default missing-value markers, applied to every column but the id columns
@@ -168,21 +175,131 @@ def load_owid_wgi(directory: Path) -> pd.DataFrame:
     }).sort_values(["entity", "time"])
 
 
+def _records(f) -> Iterator[tuple[int, list[str]]]:
+    """The records of an open CSV, read with Python's csv module, with the file line each starts on (the first line
+    is 1). A line of nothing but spaces and tabs is skipped, as pandas skips it, but counts as a line; a quoted empty
+    field ("") is a record, as it is to pandas, which is why the line itself is looked at, not the fields."""
+    physical = [""]  # the line the reader took last
+
+    def remember(lines: Iterable[str]) -> Iterator[str]:
+        for line in lines:
+            physical[0] = line
+            yield line
+
+    reader = csv.reader(remember(f))
+    start = 1
+    for row in reader:
+        if reader.line_num > start or physical[0].strip(" \t\r\n"):  # pandas' whitespace: spaces and tabs
+            yield start, row
+        start = reader.line_num + 1
+
+
+def _check_header(header: list[str], path: Path) -> None:
+    """Every column name once, compared without the spaces around it (empty names, a spreadsheet's blank columns,
+    aside): pandas reads a repeated name as 'name.1', and a params file naming 'name' silently gets the first."""
+    positions: dict[str, list[int]] = {}
+    for position, name in enumerate(header, start=1):
+        if name.strip():
+            positions.setdefault(name.strip(), []).append(position)
+    repeated = [at for at in positions.values() if len(at) > 1]
+    if repeated:
+        named = "; ".join(f"{' and '.join(dict.fromkeys(repr(header[i - 1]) for i in at))} (columns "
+                          f"{', '.join(map(str, at[:-1]))} and {at[-1]})" for at in repeated)
+        raise SourceError(f"{path}: the header names a column more than once: {named}; only one of them would be "
+                          "read, silently. Rename or delete the repeats, so that every column name is unique (names "
+                          "are compared without the spaces around them)")
+
+
+def _too_many_fields(path: Path, line: int, row: list[str], expected: int) -> SourceError:
+    """A line with more fields than the header: pandas raised a ParserError naming no file, or (on the first data
+    line) took the first column as an index and shifted every name by one, silently."""
+    shown = ",".join(row)
+    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+    extra = row[expected:]
+    cause = (f"The line ends in {len(extra)} comma(s) too many: delete them" if not "".join(extra).strip() else
+             "A decimal comma (0,43) splits a number in two: save the file with decimal points (0.43); a text holding "
+             'a comma must be in quotes ("Korea, Rep.")')
+    return SourceError(f"{path}: line {line} has {len(row)} fields where the header has {expected} ({shown}). {cause}")
+
+
+def _scan(path: Path) -> np.ndarray:
+    """The file line of each data row of a user's CSV (what pandas reads as row i starts on line lines[i]), checking
+    on the way what pandas reads wrongly or without naming the file: a repeated column name, a line with more
+    fields than the header."""
+    with open(path, encoding="utf-8-sig", newline="") as f:  # -sig: pandas, too, drops a byte-order mark
+        records = _records(f)
+        header = next(records, (1, []))[1]
+        _check_header(header, path)
+        lines = []
+        for line, row in records:
+            if len(row) > len(header):
+                raise _too_many_fields(path, line, row, len(header))
+            lines.append(line)
+    return np.array(lines, dtype=int)
+
+
+def _check_ids(ids: pd.Series, lines: np.ndarray, path: Path, column: str) -> None:
+    """Ids are kept exactly as written, so two that differ only by the spaces around them would split one entity in
+    two, each with part of its years (and both then dropped): refused, naming the ways it is written and their
+    lines."""
+    first = pd.DataFrame({"id": ids.to_numpy(), "line": lines}).drop_duplicates("id")
+    first["key"] = first.id.str.strip()
+    clashing = first[first.key.duplicated(keep=False)]
+    if clashing.empty:
+        return
+    keys = list(dict.fromkeys(clashing.key))
+    ways = [f"{entity!r} (line {line})" for entity, line in clashing.loc[clashing.key == keys[0], ["id", "line"]]
+            .itertuples(index=False)]
+    others = f" (also: {', '.join(map(repr, keys[1:4]))}{', ...' if len(keys) > 4 else ''})" if len(keys) > 1 else ""
+    raise SourceError(f"{path}: column '{column}' writes the entity {keys[0]!r} in {len(ways)} ways that differ only "
+                      f"by spaces around it: {', '.join(ways[:-1])} and {ways[-1]}{others}; ids are read exactly as "
+                      f"written ('NA' and '001' are ids), so these would be {len(ways)} entities, each with part of "
+                      "the years. Remove the spaces around the ids, so that each entity is written one way")
+
+
+def _check_times(frame: pd.DataFrame, lines: np.ndarray, path: Path, entity_column: str, time_column: str
+                 ) -> pd.Series:
+    """The time column as whole numbers; an empty cell or a value that is no whole number stops, naming its line and
+    entity."""
+    times = pd.to_numeric(frame[time_column], errors="coerce")
+    bad = ~np.isfinite(times) | (times != times.round())
+    if bad.any():
+        at = int(bad.to_numpy().argmax())
+        value, where = frame[time_column].iloc[at], f"on line {lines[at]} (entity '{frame[entity_column].iloc[at]}')"
+        if pd.isna(value):
+            raise SourceError(f"{path}: column '{time_column}' has no value {where}; every row needs its time: fill it "
+                              "in (a whole number: a year or a step), or delete the row")
+        raise SourceError(f"{path}: column '{time_column}' holds '{value}' {where}, not a whole number; times are "
+                          "whole numbers (years, or steps 0, 1, 2, ...): for quarters or months, number the periods "
+                          "as consecutive steps and set data.first_time, data.last_time and the split in the same "
+                          "units")
+    return times.astype(int)
+
+
 def load_csv(path: Path, entity_column: str, time_column: str) -> pd.DataFrame:
     """A user's long CSV (UTF-8, comma-separated): one row per entity and time. Entity ids are kept exactly as
-    written ('NA', 'null' and '001' are ids, not missing values or numbers); the entity and time columns are renamed
-    to the panel's own 'entity' and 'time'."""
+    written ('NA', 'null' and '001' are ids, not missing values or numbers), and two ids that differ only by the
+    spaces around them are refused; the entity and time columns are renamed to the panel's own 'entity' and
+    'time'. Errors name the file and, for a row, its line (the header is line 1)."""
     path = Path(path)
     if not path.is_file():
         raise SourceError(f"panel CSV not found: {path} (the params file's data.csv_file, relative to the project "
                           "root)")
     try:
+        lines = _scan(path)
         frame = read_csv_ids(path, [entity_column])
     except pd.errors.EmptyDataError:
         raise SourceError(f"{path}: the file is empty; it needs a header row and one row per entity and time") from None
     except UnicodeDecodeError as err:
         raise SourceError(f"{path}: not UTF-8 text ({err.reason}); save it as UTF-8 (a "
                           "spreadsheet's 'CSV UTF-8'), e.g. iconv -f latin1 -t utf-8") from None
+    except pd.errors.ParserError as err:
+        raise SourceError(f"{path}: pandas cannot read it ({str(err).strip()}); a quote (\") that opens a field and "
+                          "never closes is the usual cause: close it, or remove it") from None
+    if len(lines) != len(frame):  # a safety net: no file found so far makes the two readers part
+        raise SourceError(f"{path}: Python's csv module finds {len(lines)} data row(s) and pandas {len(frame)}, so "
+                          "no line number could be trusted; check the quotes (\") in the file: a field is quoted "
+                          "whole (\"Korea, Rep.\"), a quote inside it doubled (\"\")")
     if frame.shape[1] == 1 and entity_column not in frame.columns:
         separator = next((name for sep, name in ((";", "semicolons"), ("\t", "tabs"), ("|", "bars"))
                           if sep in frame.columns[0]), "")
@@ -200,14 +317,12 @@ def load_csv(path: Path, entity_column: str, time_column: str) -> pd.DataFrame:
                               f"(the panel names its own {internal} column '{internal}')")
     blank = frame[entity_column].str.strip() == ""
     if blank.any():
-        raise SourceError(f"{path}: column '{entity_column}' is empty on line {int(blank.to_numpy().argmax()) + 2}; "
+        raise SourceError(f"{path}: column '{entity_column}' is empty on line {lines[blank.to_numpy().argmax()]}; "
                           "every row needs an entity id")
-    times = pd.to_numeric(frame[time_column], errors="coerce")
-    if times.isna().any() or (times != times.round()).any():
-        bad = frame.loc[times.isna() | (times != times.round()), time_column].iloc[0]
-        raise SourceError(f"{path}: column '{time_column}' must hold whole numbers (years or steps); found {bad!r}")
+    _check_ids(frame[entity_column], lines, path, entity_column)
+    times = _check_times(frame, lines, path, entity_column, time_column)
     frame = frame.rename(columns={entity_column: "entity", time_column: "time"})
-    frame["time"] = times.astype(int)
+    frame["time"] = times
     return frame
 
 
