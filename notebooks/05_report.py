@@ -46,13 +46,14 @@ pd.set_option("display.width", 200, "display.max_columns", 30, "display.max_colw
 
 # %% [markdown]
 # ## Tables
-# Each table is built from the runs and audits, written as CSV, LaTeX and Markdown, and shown here in the
-# readers' form. A table whose inputs are absent (say, the real panels without their data) is skipped.
+# Each table is built from the runs and audits, written as CSV, Markdown and LaTeX (the per-domain L2 tables with
+# their main columns on the page; the reproduction table, a lookup, without LaTeX), and shown here in the readers'
+# form. A table whose inputs are absent (say, the real panels without their data) is skipped.
 
 # %%
 tables, results = report.build_tables(runs_root, domains)
 for name, frame in tables.items():
-    render.write_table(frame, tables_root, name, report.caption(name))
+    render.write_table(frame, tables_root, name, report.caption(name), report.latex_view(name, frame))
 print(f"{len(tables)} tables written to {tables_root}: {', '.join(tables)}")
 skipped = [name for name in report.TABLES if name not in tables]
 print("not supported by these runs:", ", ".join(skipped) or "none")

@@ -2,9 +2,11 @@
 report about that panel only."""
 
 import dataclasses
+import re
 import shutil
 import subprocess
 from pathlib import Path
+from types import SimpleNamespace
 
 import matplotlib
 
@@ -14,7 +16,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from acgate import audit, figures, inputs, prep, render, report, reproduction, runner  # noqa: E402
+from acgate import audit, figures, inputs, prep, render, report, reproduction, runner, statistics  # noqa: E402
 from acgate.config import load_params  # noqa: E402
 from acgate.example import write_example  # noqa: E402
 from acgate.runs import code_digest, code_versions  # noqa: E402
@@ -148,6 +150,38 @@ def test_markdown_keeps_each_columns_precision_and_readable_headers():
     assert [r[2] for r in rows] == ["0.000", "0.250"]  # never a negative zero
 
 
+def markdown_rows(text: str) -> list[list[str]]:
+    """The cells of each row of a Markdown table (after its caption), split at the "|" that are not escaped."""
+    lines = [line for line in text.splitlines() if line.startswith("|")]
+    return [[cell.strip() for cell in re.split(r"(?<!\\)\|", line)[1:-1]] for line in lines]
+
+
+def test_markdown_cells_escape_bars_counts_are_whole_and_p_keeps_two_digits():
+    """The Grouped ARDL's k* kind "diagnostic: ARDL |coefficients|" shifted every later cell of its row; counts read
+    as 75815.000 and W as 58.000; p = 0.40 printed as 0.4 beside 0.062."""
+    frame = pd.DataFrame({"method": ["grouped_ardl", "acgate"], "kstar_kind": ["diagnostic: ARDL |coefficients|", "s"],
+                          "parameters_economics": [75815.0, float("nan")], "W": [58.0, 3.5], "p": [0.4, 0.0625],
+                          "domain": ["economics_proxy_shuffle", "synthetic_linear"]})
+    header, _, *rows = markdown_rows(render.markdown_table(frame, "caption"))
+    assert all(len(row) == len(header) for row in rows)
+    assert rows[0][:5] == ["Grouped ARDL", "diagnostic: ARDL \\|coefficients\\|", "75815", "58", "0.40"]
+    assert rows[1][3:] == ["3.5", "0.062", "synthetic linear"] and rows[0][5] == "economics (proxy shuffle)"
+
+
+def test_every_committed_markdown_table_has_as_many_cells_in_each_row_as_its_header():
+    for path in sorted((ROOT / "tables").glob("*.md")):
+        header, *rows = markdown_rows(path.read_text())
+        assert all(len(row) == len(header) for row in rows), path.name
+
+
+def test_a_wilcoxon_p_at_the_floor_of_its_pairs_says_so():
+    values = pd.Series([1.0, 2.0, 3.0, 4.0, 5.0])
+    row = statistics.paired_wilcoxon(values * 2, values)  # 5 seeds, all better: p = 2/2^5
+    wilcoxon = pd.DataFrame([{"metric": "test_mse", "reference": "acgate", "method": "tft", **row}])
+    table = report.wilcoxon_table({"toy": SimpleNamespace(wilcoxon=wilcoxon)}, "test_mse", ["toy"])
+    assert table.p[0] == pytest.approx(0.0625) and table.note[0] == "p at its floor for 5 pairs (every pair agrees)"
+
+
 def test_readable_labels_know_the_papers_names_and_fall_back_to_the_id():
     assert render.readable("mean_log_gdp_per_worker") == "mean log GDP per worker"
     assert render.readable("trend_hc") == "trend of human capital"
@@ -161,10 +195,23 @@ def test_a_wide_latex_table_is_split_into_parts_that_repeat_the_row_names(tmp_pa
     frame = l2_frame()
     paths = render.write_table(frame, tmp_path, "economics_l2", "Economics L2.")
     assert pd.read_csv(paths[0]).columns.tolist() == L2_COLUMNS  # the CSV keeps the machine names
-    latex = paths[1].read_text()
+    latex = paths[2].read_text()
     parts = latex.split(r"\par\medskip")[1:]
     assert len(parts) >= 2 and all("method" in p and "stratifier" in p for p in parts)
     assert "mean $|\\rho|$" in latex and "mean_abs_rho" not in latex and r"$\leq$ 1/2001" in latex
+
+
+def test_the_l2_tables_show_their_main_columns_on_one_page_and_the_reproduction_no_latex(tmp_path):
+    """economics_l2.tex ran to 4 stacked parts of 18 columns; the reproduction's LaTeX to 40 pages."""
+    frame = l2_frame()
+    paths = render.write_table(frame, tmp_path, "economics_l2", "Economics L2.", report.latex_view("economics_l2",
+                                                                                                  frame))
+    assert pd.read_csv(paths[0]).columns.tolist() == L2_COLUMNS and "lag-free p" in paths[1].read_text()
+    assert r"\medskip" not in paths[2].read_text() and "lag-free" not in paths[2].read_text()
+    (tmp_path / "reproduction.tex").write_text("stale")
+    assert report.latex_view("reproduction", frame) is False
+    paths = render.write_table(frame, tmp_path, "reproduction", "R.", report.latex_view("reproduction", frame))
+    assert [p.suffix for p in paths] == [".csv", ".md"] and not (tmp_path / "reproduction.tex").exists()
 
 
 @pytest.mark.skipif(shutil.which("pdflatex") is None, reason="pdflatex not installed")
@@ -177,7 +224,7 @@ def test_every_latex_table_fits_a_page(tmp_path):
                      for c in ("test_mse", "mae_lag_centre", "spearman_lag_centre", "mae_dgp_mean_lag",
                                "spearman_dgp_mean_lag", "kstar_sd")}, "median_seconds": [6.5, 7.1, 25.9]})}
     for name, frame in frames.items():
-        render.write_table(frame, tmp_path, name, f"{name}.")
+        render.write_table(frame, tmp_path, name, f"{name}.", report.latex_view(name, frame))
     body = "\n".join(rf"\input{{{name}.tex}}" for name in frames)
     (tmp_path / "doc.tex").write_text(
         "\\documentclass{article}\\usepackage[T1]{fontenc}\\usepackage{booktabs,longtable}"

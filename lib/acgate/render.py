@@ -27,6 +27,8 @@ P_COLUMNS = ("p", "fisher_p", "pooled_p", "fisher_p_min", "fisher_p_max", "p_see
              "p_neural_better", "p_neural_worse",
              "holm_better", "holm_worse", "pooled_lag_free_p", "p_holm")
 RESAMPLED_P = {"pooled_p": "permutations", "pooled_lag_free_p": "permutations", "p_entity_better": "bootstrap"}
+COUNT_COLUMNS = ("W", "entities", "seeds", "seeds_tested", "pairs", "nonzero_pairs", "permutations", "bootstrap",
+                 "runs", "replicates")  # also parameters_<domain> and n_<x>: counts, whatever their dtype
 UNDEFINED = "undefined"  # Spearman of a constant k* (or truth)
 
 # readable names of the variables the paper's panels summarise; any other name reads with its underscores as spaces
@@ -73,6 +75,11 @@ def header(column: str) -> str:
     return HEADERS.get(column, column.replace("_", " "))
 
 
+def is_count(column: str) -> bool:
+    """Whether a column holds counts, printed as whole numbers even where a NaN made the column float."""
+    return column in COUNT_COLUMNS or column.startswith(("parameters_", "n_"))
+
+
 def _format(value, column: str) -> str:
     if isinstance(value, str):
         return value
@@ -82,8 +89,10 @@ def _format(value, column: str) -> str:
         return "yes" if value else "no"
     if isinstance(value, (int, np.integer)):
         return str(value)
+    if is_count(column):  # 58, not 58.000; a W of tied ranks keeps its half: 3.5
+        return str(int(value)) if float(value).is_integer() else f"{value:.1f}"
     if column in P_COLUMNS or column.endswith("_p"):
-        return f"{value:.2g}"
+        return format_p(value)
     text = f"{value:.4f}" if ("mse" in column or "loss" in column) else f"{value:.3f}"
     return text.removeprefix("-") if float(text) == 0 else text  # never "-0.000"
 
@@ -103,7 +112,7 @@ def display(frame: pd.DataFrame) -> pd.DataFrame:
                          for m, s in zip(frame[column], frame[sd], strict=True)]
         elif column in ("method", "comparator"):
             out[column] = frame[column].map(lambda m: LABELS.get(m, m))
-        elif column in ("stratifier", "closest_proxy"):
+        elif column in ("stratifier", "closest_proxy", "domain"):
             out[column] = frame[column].map(readable)
         elif column in ("paper", "ours", "difference") and "quantity" in frame:  # reproduction: as its quantity
             out[column] = [_format(v, q) for v, q in zip(frame[column], frame.quantity, strict=True)]
@@ -222,19 +231,26 @@ def latex_table(frame: pd.DataFrame, name: str, caption: str) -> str:
 def markdown_table(frame: pd.DataFrame, caption: str) -> str:
     """The caption and the table as Markdown: readable headers, each column as :func:`display` formats it
     (numbers right-aligned)."""
-    shown = display(frame)
+    shown = display(frame).map(lambda text: text.replace("|", "\\|"))  # "|" would end a cell
     align = ["right" if _is_number(frame, c) else "left" for c in shown]
-    table = shown.rename(columns=lambda c: header(c).replace("|", "\\|")).to_markdown(  # "|" would end a cell
+    table = shown.rename(columns=lambda c: header(c).replace("|", "\\|")).to_markdown(
         index=False, disable_numparse=True, colalign=align)
     return f"{caption}\n\n{table}\n"
 
 
-def write_table(frame: pd.DataFrame, directory: Path, name: str, caption: str) -> list[Path]:
-    """``<name>.csv`` (the numbers, under the column names), ``<name>.tex`` (:func:`latex_table`) and
-    ``<name>.md`` (:func:`markdown_table`) in ``directory``, each written atomically."""
+def write_table(frame: pd.DataFrame, directory: Path, name: str, caption: str,
+                latex: bool | pd.DataFrame = True) -> list[Path]:
+    """``<name>.csv`` (the numbers, under the column names), ``<name>.md`` (:func:`markdown_table`) and
+    ``<name>.tex`` (:func:`latex_table` of ``frame``, or of ``latex`` when that is a frame: the columns a page
+    shows; ``latex=False``: no LaTeX, and an old ``<name>.tex`` is removed) in ``directory``, each written
+    atomically."""
     directory = Path(directory)
-    paths = [directory / f"{name}.{ext}" for ext in ("csv", "tex", "md")]
+    paths = [directory / f"{name}.{ext}" for ext in ("csv", "md", "tex")]
     atomic_write(paths[0], lambda f: frame.to_csv(f, index=False))
-    atomic_write(paths[1], lambda f: f.write(latex_table(frame, name, caption)))
-    atomic_write(paths[2], lambda f: f.write(markdown_table(frame, caption)))
+    atomic_write(paths[1], lambda f: f.write(markdown_table(frame, caption)))
+    if latex is False:
+        paths[2].unlink(missing_ok=True)
+        return paths[:2]
+    page = frame if latex is True else latex
+    atomic_write(paths[2], lambda f: f.write(latex_table(page, name, caption)))
     return paths

@@ -26,6 +26,7 @@ from acgate.inputs import audits, collect, in_paper_order, of_kind, paper_domain
 from acgate.layout import method_dir
 from acgate.reproduction import reproduction
 from acgate.runs import code_versions, git_sha, machine, package_versions
+from acgate.statistics import smallest_wilcoxon_p
 from acgate.verdicts import LAYERS
 
 
@@ -110,6 +111,11 @@ def wilcoxon_table(results: dict[str, audit_lib.AuditResult], metric: str, domai
     if not frames:
         return pd.DataFrame()
     table = pd.concat(frames, ignore_index=True)
+    # a p at the smallest value its pairs allow (0.062 for 5 seeds that all agree) is a floor, not a measurement
+    floor = table.nonzero_pairs.map(lambda n: smallest_wilcoxon_p(int(n), two_sided=True))
+    at_floor = table.p <= floor * (1 + 1e-9)
+    table.loc[at_floor, "note"] = [f"p at its floor for {int(n)} pairs (every pair agrees)"
+                                   for n in table.nonzero_pairs[at_floor]]
     columns = ["domain", "method", "n_pairs", "mean_diff", "median_diff", "W", "p", "note"]
     return table[columns].reset_index(drop=True)
 
@@ -393,6 +399,23 @@ DOMAIN_TABLES = {  # <domain>_<suffix>: the caption of the per-domain tables of 
     "l2": "L2 stratified k* summary",
     OWN_WILCOXON: "paired Wilcoxon test of test R2 (method - AC-GATE)",
 }
+
+
+# the columns of a table's LaTeX version, for a page (the CSV and Markdown keep every column); the reproduction table
+# (some 300 numbers beside the paper's, a lookup for the screen) has none
+LATEX_COLUMNS = {
+    "l2": ["method", "stratifier", "circular", "mean_abs_rho", "fisher_p", "sign_consistency", "pooled_rho", "p_holm"],
+}
+NO_LATEX = ("reproduction",)
+
+
+def latex_view(name: str, frame: pd.DataFrame) -> bool | pd.DataFrame:
+    """What the LaTeX version of table ``name`` shows (:func:`acgate.render.write_table`'s ``latex``): the
+    :data:`LATEX_COLUMNS` of its kind, every column (True), or nothing (False, :data:`NO_LATEX`)."""
+    if name in NO_LATEX:
+        return False
+    columns = next((c for suffix, c in LATEX_COLUMNS.items() if name.endswith(f"_{suffix}")), None)
+    return True if columns is None else frame[[c for c in columns if c in frame]]
 
 
 def caption(name: str) -> str:

@@ -238,9 +238,10 @@ def clopper_pearson(successes: int, trials: int, level: float = 0.95) -> tuple[f
 
 
 def format_p(p: float, draws: int | None = None) -> str:
-    """A p-value for print; a resampling p at its floor 1/(B + 1) prints as '<= 1/(B+1)'."""
+    """A p-value for print, to two significant digits (trailing zeros kept: 0.40, 1.0); a resampling p at its floor
+    1/(B + 1) prints as '<= 1/(B+1)'."""
     if not np.isfinite(p):
         return "n/a"
     if draws and p <= 1 / (draws + 1) + TIE_TOLERANCE:
         return f"<= 1/{draws + 1}"
-    return f"{p:.2g}"
+    return f"{p:#.2g}"
