@@ -312,6 +312,31 @@ def test_a_real_panel_named_like_a_synthetic_one_is_reported_as_real(tmp_path):
     assert tables["synthetic_sales_summary"].set_index("method").seeds["acgate"] == 3
 
 
+def test_implausibly_good_forecasts_of_a_real_panel_are_a_problem_naming_the_methods(tmp_path):
+    """A target leaked into a feature in a way prep cannot see (a sum that includes it) gives near-perfect held-out
+    forecasts; the audit of a real panel names the methods (the audit notebook prints it as a PROBLEM line), and says
+    nothing for a simulated panel, a method no better than persistence, or the repository's panels (R2 0.94 at most)."""
+    own = load_params(ROOT / "params" / "example_panel.yaml", ROOT / "params" / "smoke_panel.yaml")
+    own = dataclasses.replace(own, audit=dataclasses.replace(own.audit, permutations=200))
+    make_domain(tmp_path, own.domain, range(3), ["acgate", "uniform_lag"], recovering, params_hash=own.digest())
+    for seed in range(3):
+        for method, miss in (("acgate", 0.01), ("uniform_lag", 0.5)):
+            path = tmp_path / "runs" / own.domain / f"seed{seed:02d}" / method / "predictions.csv"
+            rows = pd.read_csv(path)
+            rows["y"] = np.random.default_rng(seed).normal(0, 1, len(rows))
+            rows["y_hat"] = rows.y + np.random.default_rng([seed, 1]).normal(0, miss, len(rows))
+            rows.to_csv(path, index=False)
+    result = audit.audit_domain(own, tmp_path / "runs", tmp_path / "data", 3, ["acgate", "uniform_lag"])
+    leak = [p for p in result.problems if p.startswith("implausibly good")]
+    assert len(leak) == 1 and "pooled test R2 acgate 0.9999 (mean over seeds; persistence nan)" in leak[0]
+    assert "uniform_lag" not in leak[0] and "check data.features" in leak[0]
+    l0 = result.l0.assign(r2_pooled=np.where(result.l0.method == "persistence", 0.9999, result.l0.r2_pooled))
+    assert audit.too_good_to_be_true(l0, "data") == []  # no better than persistence
+    assert audit.too_good_to_be_true(result.l0, "synthetic") == []
+    real = pd.DataFrame({"method": ["grouped_ardl", "persistence"], "r2_pooled": [0.94, 0.97]})
+    assert audit.too_good_to_be_true(real, "data") == []
+
+
 def test_over_seeds_is_mean_and_sample_sd_per_method_in_order():
     frame = pd.DataFrame({"method": ["tft", "tft", "tft", "acgate", "acgate"], "seed": [0, 1, 2, 0, 1],
                           "mse": [1.0, 2.0, 4.0, 0.5, 0.5]})
