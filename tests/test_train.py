@@ -1,8 +1,11 @@
 import dataclasses
+import fcntl
 import json
 import os
+import re
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -225,6 +228,41 @@ def test_an_older_metrics_json_put_back_beside_a_retrained_run_is_not_taken_for_
     runner.run_method(panel, smoke_params, "uniform_lag", 0, tmp_path, lines.append)  # retrained, not kept
     assert any("training on" in line for line in lines) and not any("kept" in line for line in lines)
     assert audit.read_run(out, 0, "uniform_lag", smoke_params.digest(), panel).metrics["run_id"]
+
+
+def test_a_second_writer_of_a_run_folder_stops_naming_the_first(smoke_params, panel, tmp_path, other_writer,
+                                                                 monkeypatch):
+    """A notebook retraining a seed while the workflow trains it (or the other way round): the second writer stops
+    before it changes anything, naming the folder and the first one's pid; once the first has gone, even killed,
+    the folder can be written again."""
+    monkeypatch.setattr(runs, "READER_GRACE_SECONDS", 0.2)
+    runner.run_method(panel, smoke_params, "uniform_lag", 0, tmp_path, quiet)
+    out = method_dir(tmp_path, smoke_params.domain, 0, "uniform_lag")
+    finished = (out / "metrics.json").read_text()
+    notebook = other_writer(out)
+    with pytest.raises(runs.RunFolderBusy, match=rf"{re.escape(str(out))} is being written by another process "
+                                                 rf"\(pid {notebook.pid} on .+\): a notebook retraining this run while "
+                                                 r"the workflow trains it, or the other way round; .* then run this "
+                                                 r"again"):
+        runner.run_method(panel, smoke_params, "uniform_lag", 0, tmp_path, quiet, retrain=True)
+    assert (out / "metrics.json").read_text() == finished
+    notebook.kill()
+    notebook.wait()
+    assert runner.run_method(panel, smoke_params, "uniform_lag", 0, tmp_path, quiet, retrain=True)["run_id"] != \
+        json.loads(finished)["run_id"]
+
+
+def test_a_reader_checking_the_lock_does_not_stop_a_writer(tmp_path):
+    """A reader holds the lock for the instant of its check; a writer that meets it waits instead of failing."""
+    out = tmp_path / "seed00" / "acgate"
+    with runs.writing(out):
+        pass
+    with open(runs.lock_file(out)) as lock:
+        fcntl.flock(lock, fcntl.LOCK_SH)
+        threading.Timer(0.3, fcntl.flock, (lock, fcntl.LOCK_UN)).start()
+        with runs.writing(out):
+            written = True
+    assert written and runs.writer(out) is None
 
 
 @pytest.mark.parametrize("method", ["no_ac_encoder", "uniform_lag"])

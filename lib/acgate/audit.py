@@ -41,7 +41,7 @@ from acgate.config import AuditConfig, Params
 from acgate.layout import RUN_FILES, method_dir, panel_dir, run_folders
 from acgate.metrics import TRUTHS, forecast_metrics, l3_recovery
 from acgate.panel import SPLITS, Panel
-from acgate.runs import atomic_write, mixed_training, write_json
+from acgate.runs import atomic_write, mixed_training, reading, write_json
 
 WILCOXON_COLUMNS = ["metric", "method", "reference", "n_pairs", "nonzero_pairs", "mean_diff", "median_diff",
                     "hodges_lehmann", "W", "p", "note"]
@@ -88,8 +88,14 @@ def read_run(directory: Path, seed: int, method: str, params_hash: str, panel: P
     """The run in ``directory`` when it is current and complete, else :class:`RunRejected` saying why: every
     artifact present, ``metrics.json`` parseable, trained under ``params_hash`` on ``panel`` (its digest) and from
     the same training as ``manifest.json`` (their run id), ``lags.csv`` with one row per entity of the panel, and
-    ``predictions.csv`` with as many rows per split as ``metrics.json`` counted."""
-    directory = Path(directory)
+    ``predictions.csv`` with as many rows per split as ``metrics.json`` counted. A run folder that another process is
+    writing, or that changes while it is read, stops the audit (:class:`acgate.runs.RunFolderBusy`): left out, it
+    would quietly weaken the verdicts of a run that is about to exist."""
+    with reading(directory):
+        return _read_run(Path(directory), seed, method, params_hash, panel)
+
+
+def _read_run(directory: Path, seed: int, method: str, params_hash: str, panel: Panel) -> Run:
     if not directory.is_dir():
         raise RunRejected("not trained (no run folder)")
     missing = [f for f in RUN_FILES if not (directory / f).is_file()]
