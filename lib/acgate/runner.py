@@ -29,7 +29,7 @@ from acgate.models import ACGate
 from acgate.occlusion import occlusion_increase, profile_from_increase
 from acgate.panel import SPLITS, Panel
 from acgate.runs import atomic_write, current_metrics, manifest, remove_interrupted_writes, write_json, writing
-from acgate.train import FitResult, fit, predictions
+from acgate.train import FitResult, fit, memory_error, predictions
 
 
 def lag_table(result: FitResult, panel: Panel) -> pd.DataFrame:
@@ -118,12 +118,18 @@ def run_method(panel: Panel, params: Params, method: str, seed: int, runs_root: 
         if method in SHUFFLED_METHODS:
             panel, permutation = panel.with_shuffled_proxies(seed, SHUFFLED_PROXIES_SALT)
             panel.meta["shuffled_proxies_permutation"] = [str(e) for e in panel.entities[permutation]]
-        if method == "grouped_ardl":
-            trained = _fit_ardl(panel, params, out)
-        elif method in CLASSICAL_METHODS:
-            trained = _fit_classical(panel, params, method, out)
-        else:
-            trained = _fit_neural(panel, params, method, seed, out, log, bar)
+        try:
+            if method == "grouped_ardl":
+                trained = _fit_ardl(panel, params, out)
+            elif method in CLASSICAL_METHODS:
+                trained = _fit_classical(panel, params, method, out)
+            else:
+                trained = _fit_neural(panel, params, method, seed, out, log, bar)
+        except (MemoryError, RuntimeError) as err:
+            explained = memory_error(err, params, method, seed, panel)
+            if explained is None:
+                raise
+            raise explained from err
         run_id = uuid.uuid4().hex  # in the manifest and metrics.json: both from this training (runs.mixed_training)
         metrics = summarise(trained.preds, trained.table, {
             **trained.facts, "seconds": round(trained.seconds, 3), "device": trained.device,
