@@ -112,38 +112,50 @@ def run_method(panel: Panel, params: Params, method: str, seed: int, runs_root: 
         if kept is not None:
             log(f"  [{method} seed {seed}] kept: finished run with the same parameters in {out} (retrain redoes it)")
             return kept
-        (out / "metrics.json").unlink(missing_ok=True)
-        remove_interrupted_writes(out)  # of an earlier run of this method that was killed mid-write
-        log(f"  [{method} seed {seed}] training on {panel.n_entities} entities")
-        if method in SHUFFLED_METHODS:
-            panel, permutation = panel.with_shuffled_proxies(seed, SHUFFLED_PROXIES_SALT)
-            panel.meta["shuffled_proxies_permutation"] = [str(e) for e in panel.entities[permutation]]
-        try:
-            if method == "grouped_ardl":
-                trained = _fit_ardl(panel, params, out)
-            elif method in CLASSICAL_METHODS:
-                trained = _fit_classical(panel, params, method, out)
-            else:
-                trained = _fit_neural(panel, params, method, seed, out, log, bar)
-        except (MemoryError, RuntimeError) as err:
-            explained = memory_error(err, params, method, seed, panel)
-            if explained is None:
-                raise
-            raise explained from err
-        run_id = uuid.uuid4().hex  # in the manifest and metrics.json: both from this training (runs.mixed_training)
-        metrics = summarise(trained.preds, trained.table, {
-            **trained.facts, "seconds": round(trained.seconds, 3), "device": trained.device,
-            "params_hash": params.digest(), "panel_digest": panel.digest(), "run_id": run_id}, trained.gate)
-        atomic_write(out / "predictions.csv", lambda f: trained.preds.to_csv(f, index=False))
-        atomic_write(out / "lags.csv", lambda f: trained.table.to_csv(f, index=False))
-        atomic_write(out / "history.csv", lambda f: trained.history.to_csv(f, index=False))
-        gpu = torch.cuda.get_device_name(trained.device) if trained.device.startswith("cuda") else None
-        write_json(out / "manifest.json", manifest(params.to_dict(), seed, trained.device, method=method, gpu=gpu,
-                                                   wall_seconds=round(trained.seconds, 3), panel=panel.meta,
-                                                   run_id=run_id))
-        write_json(out / "metrics.json", metrics)
-        log(f"  [{method} seed {seed}] done in {trained.seconds:.1f} s: test MSE {metrics['test']['mse']:.4g}")
-        return metrics
+        return _retrain(panel, params, method, seed, out, log, bar)
+
+
+def _retrain(panel: Panel, params: Params, method: str, seed: int, out: Path, log: Callable[[str], None],
+             bar: bool) -> dict:
+    """Train ``method`` afresh into run folder ``out``, whose lock the caller holds; returns metrics.json."""
+    (out / "metrics.json").unlink(missing_ok=True)
+    remove_interrupted_writes(out)  # of an earlier run of this method that was killed mid-write
+    log(f"  [{method} seed {seed}] training on {panel.n_entities} entities")
+    if method in SHUFFLED_METHODS:
+        panel, permutation = panel.with_shuffled_proxies(seed, SHUFFLED_PROXIES_SALT)
+        panel.meta["shuffled_proxies_permutation"] = [str(e) for e in panel.entities[permutation]]
+    trained = _fit(panel, params, method, seed, out, log, bar)
+    run_id = uuid.uuid4().hex  # in the manifest and metrics.json: both from this training (runs.mixed_training)
+    metrics = summarise(trained.preds, trained.table, {
+        **trained.facts, "seconds": round(trained.seconds, 3), "device": trained.device,
+        "params_hash": params.digest(), "panel_digest": panel.digest(), "run_id": run_id}, trained.gate)
+    atomic_write(out / "predictions.csv", lambda f: trained.preds.to_csv(f, index=False))
+    atomic_write(out / "lags.csv", lambda f: trained.table.to_csv(f, index=False))
+    atomic_write(out / "history.csv", lambda f: trained.history.to_csv(f, index=False))
+    gpu = torch.cuda.get_device_name(trained.device) if trained.device.startswith("cuda") else None
+    write_json(out / "manifest.json", manifest(params.to_dict(), seed, trained.device, method=method, gpu=gpu,
+                                               wall_seconds=round(trained.seconds, 3), panel=panel.meta,
+                                               run_id=run_id))
+    write_json(out / "metrics.json", metrics)
+    log(f"  [{method} seed {seed}] done in {trained.seconds:.1f} s: test MSE {metrics['test']['mse']:.4g}")
+    return metrics
+
+
+def _fit(panel: Panel, params: Params, method: str, seed: int, out: Path, log: Callable[[str], None],
+         bar: bool) -> _Trained:
+    """``method`` fitted in closed form or trained; memory that runs out is a :class:`acgate.train.TrainingError`
+    naming the run, the panel's size and the fix (the allocator's own message names none of them)."""
+    try:
+        if method == "grouped_ardl":
+            return _fit_ardl(panel, params, out)
+        if method in CLASSICAL_METHODS:
+            return _fit_classical(panel, params, method, out)
+        return _fit_neural(panel, params, method, seed, out, log, bar)
+    except (MemoryError, RuntimeError) as err:
+        explained = memory_error(err, params, method, seed, panel)
+        if explained is None:
+            raise
+        raise explained from err
 
 
 HISTORY_COLUMNS = ["epoch", "train_loss", "recon_loss", "val_loss"]  # history.csv; empty for a closed-form fit
