@@ -3,6 +3,8 @@ holding pwt110.dta, owid-co2-data.csv, owid-energy-data.csv and wgidataset.xlsx)
 without it."""
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -26,3 +28,32 @@ def raw_dir() -> Path:
     if not os.environ.get("ACGATE_RAW_DIR") or not all((folder / name).is_file() for name in RAW_FILES):
         pytest.skip("real input files not found: set ACGATE_RAW_DIR to a folder holding " + ", ".join(RAW_FILES))
     return folder
+
+
+HOLD_LOCK = """
+import sys, time
+from acgate import runs
+with runs.writing(sys.argv[1]):
+    print("held", flush=True)
+    time.sleep(120)
+"""
+
+
+@pytest.fixture
+def other_writer():
+    """``hold(folder)`` starts another process that writes run folder ``folder`` (holds its lock, as a notebook
+    retraining the run would) and returns it (a ``subprocess.Popen``); any still running are stopped when the test
+    ends."""
+    started = []
+
+    def hold(folder: Path) -> subprocess.Popen:
+        process = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(folder)], stdout=subprocess.PIPE, text=True)
+        started.append(process)
+        assert process.stdout.readline().strip() == "held"
+        return process
+
+    yield hold
+    for process in started:
+        process.kill()
+        process.wait()
+        process.stdout.close()

@@ -9,6 +9,7 @@ import pytest
 
 from acgate import prep
 from acgate.config import ParamsError, load_params, params_from_dict
+from acgate.example import example_frame
 from acgate.panel import PanelError, Standardiser
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -174,6 +175,55 @@ def test_normalisers_are_fitted_in_float64_and_checked_finite():
     assert np.isfinite(fitted.scale).all() and np.isfinite(fitted.transform(values)).all()
     with pytest.raises(PanelError, match=r"feature 'gap': its training-window mean or sd is not finite"):
         Standardiser.fit(np.full((2, 3, 1), np.nan), (0, 1), ["gap"], "feature")
+
+
+def with_copy(shift, copy=lambda y, entity: y):
+    """frame() with a feature 'lead' that is ``copy`` of the target at t + shift (per entity, its ends filled so
+    that no entity is dropped for them)."""
+    f = frame()
+    f["lead"] = f.groupby("entity").y.shift(-shift)
+    f["lead"] = f.groupby("entity").lead.transform(lambda v: v.ffill().bfill())
+    f["lead"] = copy(f.lead, f.entity.str[1:].astype(int))
+    return f
+
+
+@pytest.mark.parametrize("shift, when, why", [
+    (1, "t\\+1", r"so they would see the very targets they predict \(a leak: test R2 near 1, k\* near 1\)"),
+    (3, "t\\+3", r"so they would see the very targets they predict \(a leak: test R2 near 1, k\* near 3\)"),
+    (0, "t", r"so this is the target's own past under another name"),
+    (-2, "t-2", r"so this is the target's own past under another name")],
+    ids=["next time", "three times ahead", "same time", "two times back"])
+def test_a_feature_that_is_the_target_stops_prep_naming_it_and_the_shift(shift, when, why):
+    """A user's feature that is the target (at the next time: test R2 0.999 and k* 1 for every gated method, and a
+    "supported" L2, with no warning) or its past under another name stops prep, with the shift and the fix."""
+    with pytest.raises(prep.PrepError, match=rf"toy.csv: feature 'lead' at time t equals target 'y' at time {when} "
+                                             r"\(correlation 1.0000 within entities, in levels and in changes, over 8 "
+                                             rf"entities, training window 2000..2007\): the models see features at "
+                                             rf"lags 1..3, {why}.*Drop 'lead' from data.features"):
+        prep.prepare(with_copy(shift), params(features=["x", "lead"]), "toy.csv")
+
+
+@pytest.mark.parametrize("copy", [lambda y, e: -y, lambda y, e: (1 + e) * y + 10 * e, lambda y, e: y.round(2),
+                                  lambda y, e: y + np.random.default_rng(1).normal(0, 0.01, len(y))],
+                         ids=["negated", "rescaled and shifted per entity", "rounded", "with noise"])
+def test_near_copies_of_the_target_are_caught_too(copy):
+    with pytest.raises(prep.PrepError, match=r"feature 'lead' at time t equals target 'y' at time t\+1 "
+                                             r"\(correlation (0\.99\d\d|1\.0000) within entities"):
+        prep.prepare(with_copy(1, copy), params(features=["x", "lead"]), "toy.csv")
+
+
+def test_features_that_only_trend_with_the_target_or_are_the_target_column_itself_pass():
+    """Two series that trend together match in levels only; the target's own column listed among the features is how
+    its past is asked for on purpose; the example panel's driver is no copy either."""
+    f = frame()
+    rng = np.random.default_rng(2)
+    f["y"] = f.time + rng.normal(0, 0.05, len(f))
+    f["trend"] = 3 * f.time + rng.normal(0, 0.05, len(f))
+    out = prep.prepare(f, params(features=["x", "trend", "y"]), "toy.csv")
+    assert out.panel.feature_names == ["x", "trend", "y"]
+    example = load_params(ROOT / "params" / "example_panel.yaml")
+    own = example_frame().rename(columns={"region": "entity", "year": "time"})
+    assert prep.prepare(own, example, "example_panel.csv").panel.n_entities == 40
 
 
 def test_min_entities_for_a_permutation_test():

@@ -1,8 +1,11 @@
 import dataclasses
+import fcntl
 import json
 import os
+import re
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -244,6 +247,101 @@ def test_an_older_metrics_json_put_back_beside_a_retrained_run_is_not_taken_for_
     runner.run_method(panel, smoke_params, "uniform_lag", 0, tmp_path, lines.append)  # retrained, not kept
     assert any("training on" in line for line in lines) and not any("kept" in line for line in lines)
     assert audit.read_run(out, 0, "uniform_lag", smoke_params.digest(), panel).metrics["run_id"]
+
+
+def test_a_second_writer_of_a_run_folder_stops_naming_the_first(smoke_params, panel, tmp_path, other_writer,
+                                                                 monkeypatch):
+    """A notebook retraining a seed while the workflow trains it (or the other way round): the second writer stops
+    before it changes anything, naming the folder and the first one's pid; once the first has gone, even killed,
+    the folder can be written again."""
+    monkeypatch.setattr(runs, "READER_GRACE_SECONDS", 0.2)
+    runner.run_method(panel, smoke_params, "uniform_lag", 0, tmp_path, quiet)
+    out = method_dir(tmp_path, smoke_params.domain, 0, "uniform_lag")
+    finished = (out / "metrics.json").read_text()
+    notebook = other_writer(out)
+    with pytest.raises(runs.RunFolderBusy, match=rf"{re.escape(str(out))} is being written by another process "
+                                                 rf"\(pid {notebook.pid} on .+\): a notebook retraining this run while "
+                                                 r"the workflow trains it, or the other way round; .* then run this "
+                                                 r"again"):
+        runner.run_method(panel, smoke_params, "uniform_lag", 0, tmp_path, quiet, retrain=True)
+    assert (out / "metrics.json").read_text() == finished
+    notebook.kill()
+    notebook.wait()
+    assert runner.run_method(panel, smoke_params, "uniform_lag", 0, tmp_path, quiet, retrain=True)["run_id"] != \
+        json.loads(finished)["run_id"]
+
+
+def test_a_reader_checking_the_lock_does_not_stop_a_writer(tmp_path):
+    """A reader holds the lock for the instant of its check; a writer that meets it waits instead of failing."""
+    out = tmp_path / "seed00" / "acgate"
+    with runs.writing(out):
+        pass
+    with open(runs.lock_file(out)) as lock:
+        fcntl.flock(lock, fcntl.LOCK_SH)
+        threading.Timer(0.3, fcntl.flock, (lock, fcntl.LOCK_UN)).start()
+        with runs.writing(out):
+            written = True
+    assert written and runs.writer(out) is None
+
+
+ALLOCATOR = ("[enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: can't allocate memory: you tried to "
+             "allocate 720896000 bytes. Error code 12 (Cannot allocate memory)")
+
+
+def test_running_out_of_memory_names_the_run_the_panel_and_the_fix(smoke_params, panel, tmp_path, monkeypatch):
+    """Past the machine's memory PyTorch's allocator names neither the panel, the method nor the setting; the run
+    says all three, the request, and what to change."""
+    def allocation_fails(*args, **kwargs):
+        raise RuntimeError(ALLOCATOR)
+
+    monkeypatch.setattr(train, "_train_step", allocation_fails)
+    with pytest.raises(train.TrainingError, match=re.escape(
+            "[synthetic_linear seed 3 acgate] out of memory: tried to allocate 720896000 bytes (687.5 MiB) on the CPU, "
+            "training on a panel of 40 entities × 20 times × 1 features (model.hidden = 16, model.max_lag = 5). Train "
+            "on fewer entities, with a smaller model.hidden, or on a machine with more memory")) as raised:
+        runner.run_method(panel, smoke_params, "acgate", 3, tmp_path, quiet)
+    assert isinstance(raised.value.__cause__, RuntimeError)  # the allocator's own message stays in the traceback
+    assert not is_finished(method_dir(tmp_path, smoke_params.domain, 3, "acgate"))
+
+
+def torch_past_any_memory(*args, **kwargs):
+    torch.empty(2**50, dtype=torch.uint8)  # 1 PiB: past any address space, so refused at once
+
+
+def numpy_past_any_memory(*args, **kwargs):
+    np.empty(2**50, dtype=np.uint8)
+
+
+def cuda_out_of_memory(*args, **kwargs):
+    raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
+                                 "79.11 GiB of which 1.25 GiB is free.")
+
+
+@pytest.mark.parametrize("method, allocate, amount, where", [
+    ("acgate", torch_past_any_memory, r"1125899906842624 bytes \(1,073,741,824.0 MiB\) on the CPU", ""),
+    ("moderated_dl", numpy_past_any_memory, "1.00 PiB on the CPU", ""),
+    ("acgate", cuda_out_of_memory, "2.00 GiB on the GPU",
+     r"; or on the CPU \(train.device = cpu\), whose memory is usually larger")],
+    ids=["PyTorch on the CPU", "numpy in a closed-form fit", "CUDA"])
+def test_every_allocator_running_out_is_explained(smoke_params, panel, tmp_path, monkeypatch, method, allocate,
+                                                  amount, where):
+    """Real allocations past any machine's memory, by PyTorch and by numpy, and CUDA's out-of-memory error."""
+    monkeypatch.setattr(train, "_train_step", allocate)
+    monkeypatch.setattr(runner, "fit_classical", allocate)
+    with pytest.raises(train.TrainingError, match=rf"\[synthetic_linear seed 0 {method}\] out of memory: tried to "
+                                                  rf"allocate {amount}, training on a panel of 40 entities.*more "
+                                                  rf"memory{where}$"):
+        runner.run_method(panel, smoke_params, method, 0, tmp_path, quiet)
+
+
+def test_other_runtime_errors_pass_through_unchanged(smoke_params, panel, tmp_path, monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("mat1 and mat2 shapes cannot be multiplied (40x3 and 5x16)")
+
+    monkeypatch.setattr(train, "_train_step", broken)
+    with pytest.raises(RuntimeError, match=r"^mat1 and mat2 shapes cannot be multiplied") as raised:
+        runner.run_method(panel, smoke_params, "acgate", 0, tmp_path, quiet)
+    assert type(raised.value) is RuntimeError
 
 
 @pytest.mark.parametrize("method", ["no_ac_encoder", "uniform_lag"])

@@ -16,6 +16,7 @@ import yaml
 from acgate import audit as audit_lib
 from acgate.config import METHODS
 from acgate.layout import audit_dir, method_dir
+from acgate.runs import reading
 
 
 def paper_numbers() -> dict:
@@ -36,8 +37,10 @@ def of_kind(results: dict[str, audit_lib.AuditResult], kind: str) -> list[str]:
 
 
 def metrics_row(metrics_file: Path) -> dict:
-    """One run's metrics.json flattened to the columns the tables summarise."""
-    m = json.loads(Path(metrics_file).read_text())
+    """One run's metrics.json flattened to the columns the tables summarise; a run folder that another process is
+    writing, or whose metrics.json is gone, is :class:`acgate.runs.RunFolderBusy`."""
+    with reading(Path(metrics_file).parent):
+        m = json.loads(Path(metrics_file).read_text())
     row = {"test_mse": m["test"]["mse"], "test_r2_by_time": m["test"]["r2_by_time"],
            "test_r2_pooled": m["test"]["r2_pooled"], "kstar_sd": m["lags"]["kstar_sd"],
            "omega_entropy": m["lags"]["omega_entropy"], "gate_sensitivity": m["lags"]["gate_sensitivity"],

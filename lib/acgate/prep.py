@@ -14,7 +14,9 @@ Rules (docs/data.md), all driven by the params' ``data`` section:
 5. proxies, static features and stratifiers are summaries of **training-window history** (time < val_start):
    ``mean:col``, ``trend:col`` (OLS slope per time unit), ``first:col``, ``last:col``, or a plain ``col`` that is
    constant within each entity; an entity with no training-window value for one of them is dropped;
-6. too few entities for an entity-label permutation test to reach p < alpha is an error.
+6. too few entities for an entity-label permutation test to reach p < alpha is an error;
+7. a feature that is the target under another name, at the same time or shifted up to K steps either way, is an
+   error (:func:`check_target_copies`).
 """
 
 from __future__ import annotations
@@ -37,6 +39,10 @@ SUMMARIES = ("mean", "trend", "first", "last")
 KIND_NAMES = {"proxies": "proxy", "static": "static feature", "stratifiers": "stratifier", "truth": "true lag"}
 LARGEST = float(np.sqrt(np.finfo(np.float32).max))  # panels are trained in float32: a value's square must fit
 PROXY_SHUFFLE_SALT = 7_919  # seeds the proxy-shuffle domains' permutation together with the run seed
+# a feature whose within-entity correlation with the shifted target reaches this, in levels and in changes, is a copy
+# of it; the panels here reach 0.31 at most (energy's renewables share and its target in the same year; economics 0.21,
+# the example panel 0.30)
+COPY_CORRELATION = 0.999
 
 
 class PrepError(ValueError):
@@ -162,6 +168,7 @@ def prepare(frame: pd.DataFrame, params: Params, source: str) -> Prepared:
         if cleaned is not None:
             kept[entity] = cleaned
     _check_enough(kept, report, params.audit.alpha, source)
+    check_target_copies(wide.loc[list(kept)], params, source)
     warning = dropped_warning(pd.DataFrame(report), params, source)
     complete = wide[[data.target, *data.features]].notna().all(axis=1)  # target and every feature observed
     coverage = pd.DataFrame({"all entities": complete.groupby(level="time").mean(),
@@ -265,6 +272,66 @@ def _check_enough(kept: dict, report: list[dict], alpha: float, source: str) -> 
         raise PrepError(f"{source}: only {len(kept)} entities survive cleaning; an entity-label permutation test needs "
                         f"at least {need} to reach p < {alpha}. Drop reasons: "
                         + "; ".join(f"{r['entity']}: {r['reason']}" for r in report if not r["kept"])[:2000])
+
+
+def _within_correlation(a: np.ndarray, b: np.ndarray) -> tuple[float, int]:
+    """Pearson correlation of a and b (N, S), pooled over entities after each entity's series is standardised on the
+    steps where both are observed (so that an entity's own offset and scale do not count), and the number of
+    entities with at least three such steps and some spread in both; (NaN, 0) when none has."""
+    both = np.isfinite(a) & np.isfinite(b)
+    usable = both.sum(axis=1) >= 3
+    a, b, both = np.where(both, a, np.nan)[usable], np.where(both, b, np.nan)[usable], both[usable]
+    spread = (np.nanstd(a, axis=1) > 0) & (np.nanstd(b, axis=1) > 0)
+    if not spread.any():
+        return np.nan, 0
+    a, b, both = a[spread], b[spread], both[spread]
+    za = (a - np.nanmean(a, axis=1, keepdims=True)) / np.nanstd(a, axis=1, keepdims=True)
+    zb = (b - np.nanmean(b, axis=1, keepdims=True)) / np.nanstd(b, axis=1, keepdims=True)
+    return float(np.corrcoef(za[both], zb[both])[0, 1]), int(spread.sum())
+
+
+def check_target_copies(wide: pd.DataFrame, params: Params, source: str) -> None:
+    """Stop when a feature is the target under another name, at the same time or shifted by s = -K..K steps
+    (the feature at t is the target at t+s), over the training window of the entities in ``wide`` (index: entity,
+    time on the panel's grid). The models see features at lags 1..K: with s >= 1 they would see the very targets
+    they predict (a leak: test R2 near 1, k* near s), with s <= 0 the target's own past, and the lag weights would
+    describe its persistence instead of its response to the features. A copy matches the shifted target within every
+    entity in levels and in changes from one time to the next; two series that merely trend together match in
+    levels only, so both must reach :data:`COPY_CORRELATION` (in absolute value: a sign flip is a copy too). The
+    target's own column listed among the features is how a user asks for its past on purpose, and is not checked."""
+    data, max_lag = params.data, params.model.max_lag
+    train_steps = params.split.val_start - data.first_time
+    series = {c: wide[c].unstack("time").to_numpy(dtype=float)[:, :train_steps]  # (N, training steps)
+              for c in dict.fromkeys([data.target, *data.features])}
+    target = series[data.target]
+    worst = (0.0, "", 0, 0)  # correlation, feature, shift, entities
+    for feature in (f for f in data.features if f != data.target):
+        for shift in range(-max_lag, max_lag + 1):
+            if train_steps - abs(shift) < 3:
+                continue
+            x = series[feature][:, max(-shift, 0):train_steps - max(shift, 0)]  # (N, S): times t
+            y = target[:, max(shift, 0):train_steps + min(shift, 0)]  # (N, S): times t + shift
+            levels, entities = _within_correlation(x, y)
+            changes, _ = _within_correlation(np.diff(x, axis=1), np.diff(y, axis=1))
+            match = min(abs(levels), abs(changes))
+            if match > worst[0]:
+                worst = (match, feature, shift, entities)
+    match, feature, shift, entities = worst
+    if match < COPY_CORRELATION:
+        return
+    when = "t" if shift == 0 else f"t{shift:+d}"
+    found = (f"{source}: feature '{feature}' at time t equals target '{data.target}' at time {when} (correlation "
+             f"{match:.4f} within entities, in levels and in changes, over {entities} entities, training window "
+             f"{data.first_time}..{params.split.val_start - 1})")
+    if shift >= 1:
+        raise PrepError(f"{found}: the models see features at lags 1..{max_lag}, so they would see the very targets "
+                        f"they predict (a leak: test R2 near 1, k* near {shift}). Drop '{feature}' from data.features "
+                        f"(or, if it is a predictor dated {shift} step(s) too early, re-date it so that its value at "
+                        "t is what was known at t)")
+    raise PrepError(f"{found}: the models see features at lags 1..{max_lag}, so this is the target's own past under "
+                    "another name, and the lag weights would describe the target's persistence, not its response to "
+                    f"the features. Drop '{feature}' from data.features; to give the models the target's own past on "
+                    f"purpose, list the target column '{data.target}' itself in data.features")
 
 
 def _build_panel(kept: dict[str, _Kept], summaries: dict[str, list[str]], times: np.ndarray, params: Params

@@ -25,7 +25,7 @@ from acgate.config import CLOSED_FORM_METHODS
 from acgate.inputs import audits, collect, in_paper_order, of_kind, paper_domains
 from acgate.layout import method_dir
 from acgate.reproduction import reproduction
-from acgate.runs import code_versions, git_sha, machine, package_versions
+from acgate.runs import code_versions, git_sha, machine, package_versions, reading
 from acgate.statistics import smallest_wilcoxon_p
 from acgate.verdicts import LAYERS
 
@@ -114,8 +114,8 @@ def wilcoxon_table(results: dict[str, audit_lib.AuditResult], metric: str, domai
     # a p at the smallest value its pairs allow (0.062 for 5 seeds that all agree) is a floor, not a measurement
     floor = table.nonzero_pairs.map(lambda n: smallest_wilcoxon_p(int(n), two_sided=True))
     at_floor = table.p <= floor * (1 + 1e-9)
-    table.loc[at_floor, "note"] = [f"p at its floor for {int(n)} pairs (every pair agrees)"
-                                   for n in table.nonzero_pairs[at_floor]]
+    table["note"] = table.note.where(~at_floor, table.nonzero_pairs.map(
+        lambda n: f"p at its floor for {int(n)} pairs (every pair agrees)"))
     columns = ["domain", "method", "n_pairs", "mean_diff", "median_diff", "W", "p", "note"]
     return table[columns].reset_index(drop=True)
 
@@ -190,9 +190,10 @@ def controlled_comparison(runs_root: Path, results: dict[str, audit_lib.AuditRes
             if seeds.empty:
                 continue
             state = method_dir(runs_root, domain, int(seeds.min()), method) / "model.pt"
-            if state.is_file():
-                tensors = torch.load(state, map_location="cpu", weights_only=True)
-                row[f"parameters_{domain}"] = int(sum(t.numel() for k, t in tensors.items() if k != "position"))
+            with reading(state.parent):
+                if state.is_file():
+                    tensors = torch.load(state, map_location="cpu", weights_only=True)
+                    row[f"parameters_{domain}"] = int(sum(t.numel() for k, t in tensors.items() if k != "position"))
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -344,8 +345,9 @@ def run_manifest(runs_root: Path, results: dict[str, audit_lib.AuditResult], tab
     for domain, result in results.items():
         for seed, method in result.l1[["seed", "method"]].itertuples(index=False):
             folder = method_dir(runs_root, domain, seed, method)
-            manifests.append(json.loads((folder / "manifest.json").read_text()))
-            seconds.append(json.loads((folder / "metrics.json").read_text()).get("seconds", 0.0))
+            with reading(folder):
+                manifests.append(json.loads((folder / "manifest.json").read_text()))
+                seconds.append(json.loads((folder / "metrics.json").read_text()).get("seconds", 0.0))
     created = [m["created_utc"] for m in manifests]
     started_file = Path(runs_root) / ".workflow_started.json"
     invocation = json.loads(started_file.read_text()) if started_file.is_file() else {}

@@ -28,8 +28,8 @@ from acgate.metrics import TRUTHS, forecast_metrics, l3_recovery
 from acgate.models import ACGate
 from acgate.occlusion import occlusion_increase, profile_from_increase
 from acgate.panel import SPLITS, Panel
-from acgate.runs import atomic_write, current_metrics, manifest, remove_interrupted_writes, write_json
-from acgate.train import FitResult, fit, predictions
+from acgate.runs import atomic_write, current_metrics, manifest, remove_interrupted_writes, write_json, writing
+from acgate.train import FitResult, fit, memory_error, predictions
 
 
 def lag_table(result: FitResult, panel: Panel) -> pd.DataFrame:
@@ -103,25 +103,28 @@ def run_method(panel: Panel, params: Params, method: str, seed: int, runs_root: 
     ``metrics.json`` is written last, so an interrupted run leaves nothing that counts as finished.
     ``shuffled_proxies`` is AC-GATE trained on the proxies permuted across entities (one non-identity permutation per
     seed, recorded in the manifest): the comparator that tells a proxy-conditioned gate from a gate that merely has
-    more inputs; ``shuffled_dl`` is the moderated distributed lag on the same permutation.
+    more inputs; ``shuffled_dl`` is the moderated distributed lag on the same permutation. Another process writing
+    the same run folder stops it, before it changes anything, with :class:`acgate.runs.RunFolderBusy`.
     """
     out = method_dir(runs_root, params.domain, seed, method)
-    kept = None if retrain else current_metrics(out, params.digest(), panel.digest())
-    if kept is not None:
-        log(f"  [{method} seed {seed}] kept: finished run with the same parameters in {out} (retrain redoes it)")
-        return kept
+    with writing(out):  # one writer per run folder: a second one stops, naming the first
+        kept = None if retrain else current_metrics(out, params.digest(), panel.digest())
+        if kept is not None:
+            log(f"  [{method} seed {seed}] kept: finished run with the same parameters in {out} (retrain redoes it)")
+            return kept
+        return _retrain(panel, params, method, seed, out, log, bar)
+
+
+def _retrain(panel: Panel, params: Params, method: str, seed: int, out: Path, log: Callable[[str], None],
+             bar: bool) -> dict:
+    """Train ``method`` afresh into run folder ``out``, whose lock the caller holds; returns metrics.json."""
     (out / "metrics.json").unlink(missing_ok=True)
     remove_interrupted_writes(out)  # of an earlier run of this method that was killed mid-write
     log(f"  [{method} seed {seed}] training on {panel.n_entities} entities")
     if method in SHUFFLED_METHODS:
         panel, permutation = panel.with_shuffled_proxies(seed, SHUFFLED_PROXIES_SALT)
         panel.meta["shuffled_proxies_permutation"] = [str(e) for e in panel.entities[permutation]]
-    if method == "grouped_ardl":
-        trained = _fit_ardl(panel, params, out)
-    elif method in CLASSICAL_METHODS:
-        trained = _fit_classical(panel, params, method, out)
-    else:
-        trained = _fit_neural(panel, params, method, seed, out, log, bar)
+    trained = _fit(panel, params, method, seed, out, log, bar)
     run_id = uuid.uuid4().hex  # in the manifest and metrics.json: both from this training (runs.mixed_training)
     metrics = summarise(trained.preds, trained.table, {
         **trained.facts, "seconds": round(trained.seconds, 3), "device": trained.device,
@@ -136,6 +139,23 @@ def run_method(panel: Panel, params: Params, method: str, seed: int, runs_root: 
     write_json(out / "metrics.json", metrics)
     log(f"  [{method} seed {seed}] done in {trained.seconds:.1f} s: test MSE {metrics['test']['mse']:.4g}")
     return metrics
+
+
+def _fit(panel: Panel, params: Params, method: str, seed: int, out: Path, log: Callable[[str], None],
+         bar: bool) -> _Trained:
+    """``method`` fitted in closed form or trained; memory that runs out is a :class:`acgate.train.TrainingError`
+    naming the run, the panel's size and the fix (the allocator's own message names none of them)."""
+    try:
+        if method == "grouped_ardl":
+            return _fit_ardl(panel, params, out)
+        if method in CLASSICAL_METHODS:
+            return _fit_classical(panel, params, method, out)
+        return _fit_neural(panel, params, method, seed, out, log, bar)
+    except (MemoryError, RuntimeError) as err:
+        explained = memory_error(err, params, method, seed, panel)
+        if explained is None:
+            raise
+        raise explained from err
 
 
 HISTORY_COLUMNS = ["epoch", "train_loss", "recon_loss", "val_loss"]  # history.csv; empty for a closed-form fit

@@ -1,9 +1,11 @@
-"""Writing run artifacts safely (atomic writes, leftovers of killed writes), which finished run is current, and
-provenance: the code version, package versions and machine every manifest records. Where artifacts live is
-``acgate.layout``; what each one holds is docs/audit.md, "Run artifacts"."""
+"""Writing run artifacts safely (atomic writes, leftovers of killed writes, one writer per run folder), reading them
+while nobody writes them, which finished run is current, and provenance: the code version, package versions and
+machine every manifest records. Where artifacts live is ``acgate.layout``; what each one holds is docs/audit.md,
+"Run artifacts"."""
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import hashlib
 import json
@@ -12,7 +14,9 @@ import platform
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
@@ -44,6 +48,92 @@ def remove_interrupted_writes(directory: Path) -> None:
     (SIGKILL, power loss) between creating and renaming one."""
     for tmp in Path(directory).glob(".*.tmp"):
         tmp.unlink(missing_ok=True)
+
+
+class RunFolderBusy(RuntimeError):
+    """Another process is writing a run folder, or changed it while it was read; the message names the folder, the
+    writer where it is known, and says to run again once that process has finished."""
+
+
+# a reader holds a run folder's lock for the moment its check takes: a writer that meets one waits this long first
+READER_GRACE_SECONDS = 2.0
+
+
+def lock_file(directory: Path) -> Path:
+    """The lock of run folder ``directory``: beside it (``seed<NN>/.<method>.lock``), so that taking it creates no
+    run folder, and a folder holding only a lock does not look like an unfinished run. It holds the pid of the
+    last process that took it (read only while the lock is held, so never a stale one)."""
+    directory = Path(directory)
+    return directory.parent / f".{directory.name}.lock"
+
+
+@contextmanager
+def writing(directory: Path) -> Iterator[None]:
+    """Hold run folder ``directory``'s lock while the body writes it, so that two processes (the workflow's training
+    job and a notebook retraining the same seed) never write one folder at once: the second stops with
+    :class:`RunFolderBusy` naming the folder and the first one's pid. The lock is an ``flock``, which the system
+    releases when its holder ends, however it ends: a killed run leaves nothing to clean up."""
+    path = lock_file(directory)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as lock:
+        deadline = time.monotonic() + READER_GRACE_SECONDS
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise RunFolderBusy(
+                        f"{directory} is being written by another process ({_holder(lock)}): a notebook retraining "
+                        "this run while the workflow trains it, or the other way round; two processes must not write "
+                        "one run folder at once. Let that process finish (or stop it), then run this again") from None
+                time.sleep(0.05)
+        lock.seek(0)
+        lock.truncate()
+        lock.write(f"pid {os.getpid()} on {platform.node()}\n")
+        lock.flush()
+        yield
+
+
+def writer(directory: Path) -> str | None:
+    """Who is writing run folder ``directory`` now ("pid N on host"), or None when nobody is. Takes nothing a reader
+    could leave behind: the lock is only tested (shared, for an instant), never created."""
+    try:
+        lock = open(lock_file(directory))
+    except OSError:  # no lock file: nobody has written this folder under a lock
+        return None
+    with lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return _holder(lock)
+        return None  # closing the file releases the shared lock
+
+
+def _holder(lock: IO) -> str:
+    lock.seek(0)
+    return lock.read().strip() or "pid unknown"
+
+
+@contextmanager
+def reading(directory: Path) -> Iterator[None]:
+    """Read run folder ``directory`` in the body, with a clear error instead of a half-read run: a folder another
+    process is writing (its lock is held) is not read at all, and a file of it that disappears while the body runs
+    (listed, then gone: a retraining deletes ``metrics.json`` first) stops the read; both raise
+    :class:`RunFolderBusy` naming the folder and saying to run again when the writer has finished."""
+    directory = Path(directory)
+    holder = writer(directory)
+    if holder:
+        raise RunFolderBusy(f"{directory} is being written by another process ({holder}), e.g. a notebook "
+                            "retraining this run while the workflow runs; run this again when it has finished")
+    try:
+        yield
+    except FileNotFoundError as err:
+        gone, holder = Path(err.filename).name if err.filename else "a file", writer(directory)
+        why = (f"while another process ({holder}) writes this run folder" if holder else
+               "since the run folder was listed: another process probably rewrote or removed it")
+        raise RunFolderBusy(f"{directory}: {gone} has disappeared {why}, e.g. a notebook retraining this run while the "
+                            "workflow runs; run this again when it has finished") from err
 
 
 def _umask() -> int:

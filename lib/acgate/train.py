@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import random
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -115,7 +116,34 @@ def recon_loss(p_hat: torch.Tensor, proxies: torch.Tensor, anchor_weight: float)
 
 
 class TrainingError(RuntimeError):
-    """Training cannot give a usable model (a loss that is not finite); the message says which run and why."""
+    """Training cannot give a usable model (a loss that is not finite, memory that runs out); the message says which
+    run and why, and what to change."""
+
+
+# how the allocators say that memory ran out: PyTorch's on the CPU ("can't allocate memory", "not enough memory") and
+# on CUDA ("out of memory"), numpy's ("Unable to allocate"); and how much each was asked for
+OUT_OF_MEMORY = re.compile(r"can't allocate memory|not enough memory|out of memory|unable to allocate", re.IGNORECASE)
+REQUESTED = re.compile(r"(?:tried to|unable to) allocate (\d+ bytes|[\d.]+ [KMGTP]i?B)", re.IGNORECASE)
+
+
+def memory_error(err: BaseException, params: Params, method: str, seed: int, panel: Panel) -> TrainingError | None:
+    """For an allocator's error while ``method`` trained on ``panel`` (an exhausted CPU or GPU memory: a bare
+    allocator message names neither the panel, nor the method, nor the setting to change), a :class:`TrainingError`
+    that names the run, the panel's size, the request and the fixes; None for any other error."""
+    if not (isinstance(err, (MemoryError, torch.OutOfMemoryError)) or OUT_OF_MEMORY.search(str(err))):
+        return None
+    found = REQUESTED.search(str(err))
+    amount = found.group(1) if found else "an unknown amount"
+    if amount.endswith(" bytes"):
+        amount += f" ({int(amount.split()[0]) / 2**20:,.1f} MiB)"
+    on_gpu = isinstance(err, torch.OutOfMemoryError) or "cuda" in str(err).lower()
+    n, t, f = panel.X.shape
+    return TrainingError(
+        f"[{params.domain} seed {seed} {method}] out of memory: tried to allocate {amount} on the "
+        f"{'GPU' if on_gpu else 'CPU'}, training on a panel of {n} entities × {t} times × {f} features "
+        f"(model.hidden = {params.model.hidden}, model.max_lag = {params.model.max_lag}). Train on fewer entities, "
+        "with a smaller model.hidden, or on a machine with more memory"
+        + ("; or on the CPU (train.device = cpu), whose memory is usually larger" if on_gpu else ""))
 
 
 @dataclass
