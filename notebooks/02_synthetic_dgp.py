@@ -3,7 +3,7 @@
 #   jupytext:
 #     notebook_metadata_filter: -jupytext.text_representation
 #   kernelspec:
-#     display_name: Python 3
+#     display_name: Python 3 (ipykernel)
 #     language: python
 #     name: python3
 # ---

@@ -456,3 +456,18 @@ def test_a_parameter_that_is_not_valid_yaml_names_its_key_and_the_list_syntax():
     with pytest.raises(argparse.ArgumentTypeError, match=r"parameter methods: '\[acgate, tft' is not valid YAML .*"
                                                          r"written like 'methods=\[acgate, tft\]'"):
         notebook._parameter("methods=[acgate, tft")
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "notebooks").glob("*.py")), ids=lambda p: p.name)
+def test_saving_an_untouched_notebook_in_jupyterlab_leaves_its_source_as_it_was(path):
+    """JupyterLab saves a paired notebook through Jupytext with the running kernel's spec and language in its
+    metadata; the tracked .py must come back byte for byte (its display_name was rewritten on every save)."""
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    spec = KernelSpecManager().get_kernel_spec("python3")
+    document = jupytext.read(path)
+    document.metadata["kernelspec"] = {"display_name": spec.display_name, "language": spec.language,
+                                       "name": "python3"}
+    document.metadata["language_info"] = {"name": "python", "version": sys.version.split()[0],
+                                          "mimetype": "text/x-python", "file_extension": ".py"}
+    assert jupytext.writes(document, fmt="py:percent") == path.read_text()
