@@ -1,7 +1,7 @@
 """The audit report page of a domain: a tiny grid of a user's own panel (the example panel, 3 seeds, a few methods of
 both families, one method left out of a seed) renders as one self-contained HTML page and its Markdown twin, with the
 verdicts first, the problems and warnings once each, the figures, the data and the provenance; user strings are
-escaped."""
+escaped; and the HTML view of a grid links each report at its top."""
 
 import dataclasses
 import html
@@ -12,6 +12,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 
+import nbformat  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
@@ -19,6 +20,7 @@ from acgate import audit, prep, runner  # noqa: E402
 from acgate.audit_report import HTML_NAME, MARKDOWN_NAME, write_audit_report  # noqa: E402
 from acgate.config import load_params  # noqa: E402
 from acgate.example import write_example  # noqa: E402
+from acgate.notebook import html_view  # noqa: E402
 from acgate.page import Code, Page, Strong, render_html, render_markdown  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -114,3 +116,24 @@ def test_user_strings_are_escaped_in_html_and_markdown(tiny_grid, tmp_path):
     markdown, files = render_markdown(small)
     assert "**supported** entity `a<b` & c_d" in markdown and not files
 
+
+def test_the_html_view_links_each_audit_report_first_and_shows_the_verdict_matrix(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for output, text in {"runs/d/audit/report.html": "<html></html>",
+                         "tables/verdict_matrix.csv": "domain,reference,L1 calibrated\nd<x>,acgate,supported\n",
+                         "tables/verdict_matrix.md": "x"}.items():
+        (tmp_path / output).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / output).write_text(text)
+    made = {"runs/d/seed00/03_train.ipynb": {}, "runs/d/audit/04_audit.ipynb": {},
+            "runs/report/05_report.ipynb": {"tables_dir": str(tmp_path / "tables"), "runs_dir": "runs"}}
+    for path, parameters in made.items():
+        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1")])
+        nb.metadata["papermill"] = {"duration": 1.0, "parameters": parameters}
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(nb, tmp_path / path)
+    html_view(tmp_path / "runs" / "html" / "index.html", [Path(p) for p in sorted(made)])
+    index = (tmp_path / "runs" / "html" / "index.html").read_text()
+    report = index.index('href="../d/audit/report.html"')
+    assert report < index.index("Verdict matrix") < index.index("03_train</a>")  # first, above the notebooks
+    assert "The grid in <code>runs</code>" in index and "<td>d&lt;x&gt;</td><td>acgate</td><td>supported</td>" in index
+    assert 'href="../../tables/verdict_matrix.md"' in index
