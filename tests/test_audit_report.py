@@ -65,9 +65,12 @@ def test_the_page_puts_the_verdicts_first_then_figures_data_and_provenance(tiny_
             assert f"{cell['verdict']} (paper: {found['paper'][layer]['verdict']}" in text
     assert f"runs/{result.domain}/seed02/{PARTIAL}" not in page and "left out" in page
     assert all(html.escape(p) in page for p in result.problems) and len(result.problems) >= 2  # the run left out
-    for n, warning in enumerate(result.warnings(), start=1):  # once each, numbered, and referred to by number
-        assert page.count(html.escape(warning)) == 1
-        assert f"<li id='w{n}'><strong>W{n}</strong>" in page and f'href="#w{n}"' in page
+    warnings = list(dict.fromkeys(w.split(": ", 1)[1] for w in result.warnings()))
+    left_out = next(w for w in warnings if "asked for were left out" in w)  # warns every layer of both references
+    assert f"acgate L0, L1, L2, L3 (calibrated rule); moderated_dl L0, L1, L2, L3 (calibrated rule): {left_out}" in text
+    items = re.findall(r"<li id='w(\d+)'><strong>W\1</strong> (.*?)</li>", page)  # once each, numbered
+    assert [html.unescape(item).split("rule): ", 1)[1] for _, item in items] == warnings
+    assert all(f'href="#w{n}"' in page for n, _ in items)  # and the verdicts refer to them by number
     assert "Generic error rates" in page and "of 500 negatives" in page  # the committed calibration of the rules
     assert "Against the Moderated DL, AC-GATE forecasts held-out data" in page
     names = re.findall(r'<figure id="figure-(\w+)"', page)
@@ -94,7 +97,8 @@ def test_the_markdown_twin_says_the_same_with_its_figures_beside_it(tiny_grid):
         assert heading in text
     figures = re.findall(r"!\[\w+\]\((report_figures/\w+\.png)\)", text)
     assert len(figures) == 6 and all((md_path.parent / f).read_bytes().startswith(b"\x89PNG") for f in figures)
-    assert f"**W{len(result.warnings())}**" in text and "> **Warnings" in text
+    last = len({w.split(": ", 1)[1] for w in result.warnings()})
+    assert f"**W{last}**" in text and f"**W{last + 1}**" not in text and "> **Warnings" in text
 
 
 def test_user_strings_are_escaped_in_html_and_markdown(tiny_grid, tmp_path):

@@ -125,18 +125,28 @@ def _evidence(text: str) -> list:
     return [[part] for part in text.split("; ") if part]
 
 
-def _warning_numbers(result: AuditResult) -> dict[tuple[str, str, str], list[int]]:
-    """(reference, rule, layer) -> the numbers (1-based, in :meth:`AuditResult.warnings`) of its warnings."""
-    listed = result.warnings()
-    return {(reference, rule, layer): [listed.index(f"{reference} {layer} ({rule} rule): {w}") + 1
-                                       for w in cell.get("warnings", [])]
-            for reference, found in result.verdicts_by_reference.items() for rule in ("calibrated", "paper")
-            for layer, cell in found[rule].items()}
+def grouped_warnings(result: AuditResult) -> tuple[list[str], dict[tuple[str, str, str], list[int]]]:
+    """Every warning the verdicts carry, once, each saying where it applies ("acgate L0, L1 (calibrated rule);
+    moderated_dl L1 (paper rule): ..."; a run left out warns every layer of both references alike); and
+    (reference, rule, layer) -> the numbers (1-based) of that cell's warnings."""
+    places: dict[str, dict[tuple[str, str], list[str]]] = {}
+    for reference, found in result.verdicts_by_reference.items():
+        for rule in ("calibrated", "paper"):
+            for layer, cell in found[rule].items():
+                for warning in cell.get("warnings", []):
+                    places.setdefault(warning, {}).setdefault((reference, rule), []).append(layer)
+    texts = list(places)
+    listed = ["; ".join(f"{reference} {', '.join(layers)} ({rule} rule)" for (reference, rule), layers in
+                        places[w].items()) + f": {w}" for w in texts]
+    numbers = {(reference, rule, layer): [texts.index(w) + 1 for w in cell.get("warnings", [])]
+               for reference, found in result.verdicts_by_reference.items() for rule in ("calibrated", "paper")
+               for layer, cell in found[rule].items()}
+    return listed, numbers
 
 
 def _see(numbers: list[int]) -> list:
-    runs: list = ["warnings: " if len(numbers) > 1 else "warning: "]
-    for i, n in enumerate(numbers):
+    runs: list = ["warnings: " if len(set(numbers)) > 1 else "warning: "]
+    for i, n in enumerate(sorted(set(numbers))):
         runs += [", " if i else "", Link(f"W{n}", f"#w{n}")]
     return runs
 
@@ -156,10 +166,9 @@ def _verdicts(page: Page, result: AuditResult, calibration: dict) -> None:
     differ = lags_differ_rate(rates)
     if differ and (why := rate_warning(differ, result.lags_differ.get("verdict", ""), result.config.alpha)):
         extra[("", "lags differ")] = f"lags differ (panel-matched error rates): {why}"
-    warnings = [*result.warnings(), *extra.values()]
-    numbers = _warning_numbers(result)
-    numbers |= {(reference, "matched", layer): [len(result.warnings()) + i]
-                for i, (reference, layer) in enumerate(extra, start=1)}
+    listed, numbers = grouped_warnings(result)
+    warnings = [*listed, *extra.values()]
+    numbers |= {(reference, "matched", layer): [len(listed) + i] for i, (reference, layer) in enumerate(extra, start=1)}
 
     def no_evidence(reference: str, layer: str) -> str:
         found = numbers.get((reference, "matched", layer))

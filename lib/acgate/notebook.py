@@ -364,8 +364,9 @@ def _audit_reports(index: Path, notebooks: list[Path], read: list[nbformat.Noteb
         grid = Path(parameters.get("runs_dir", "?")).resolve()
         grid = grid.relative_to(Path.cwd().resolve()) if grid.is_relative_to(Path.cwd().resolve()) else grid
         out += (f"<h2>Verdict matrix</h2>\n<p>The grid in <code>{html.escape(str(grid))}</code>, as 05_report "
-                f"tabulated it ({files}): the paper's rules beside the calibrated ones.</p>\n<table><tr>"
-                + "".join(f"<th>{html.escape(h)}</th>" for h in head) + f"</tr>\n{cells}\n</table>\n")
+                f"tabulated it ({files}): the paper's rules beside the calibrated ones.</p>\n"
+                "<div style='overflow-x:auto;font-size:0.85em'><table style='white-space:nowrap'><tr>"  # wide: scrolls
+                + "".join(f"<th>{html.escape(h)}</th>" for h in head) + f"</tr>\n{cells}\n</table></div>\n")
     return out
 
 
