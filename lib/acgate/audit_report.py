@@ -214,7 +214,7 @@ def _verdicts(page: Page, result: AuditResult, calibration: dict) -> None:
             rate = rates.get(reference, {}).get(layer)
             if rate and cell["verdict"] != "not claimed":
                 page.paragraph(f"Panel-matched error rates: {rate['sentence']}.", kind="small")
-            if sentence := _calibration_sentence(calibration, reference, layer):
+            if cell["verdict"] != "not claimed" and (sentence := _calibration_sentence(calibration, reference, layer)):
                 page.paragraph(f"Generic error rates: {sentence}.", kind="small")
             mine = numbers[(reference, "calibrated", layer)] + numbers.get((reference, "matched", layer), [])
             theirs = numbers[(reference, "paper", layer)]
