@@ -30,7 +30,9 @@
 #   in `data/processed/<domain>/`.
 # - **Outputs**: `runs/<domain>/audit/`: `l0.csv`, `l1.csv`, `l2.csv`, `l2_summary.csv`, `l3.csv`,
 #   `wilcoxon.csv`, `heldout.csv`, `seed_agreement.csv`, `kstar_by_entity.csv`, `neural_vs_classical.csv`,
-#   `lag_shapes.csv`, `verdicts.json` (columns in docs/audit.md).
+#   `lag_shapes.csv`, `verdicts.json` (columns in docs/audit.md), and the audit report: `report.html` (one
+#   self-contained page: the verdicts with their evidence, warnings and error rates, the figures, the data and the
+#   provenance) and its Markdown twin `report.md` (its figures in `report_figures/`).
 
 # %% tags=["parameters"]
 domain: str = "synthetic_linear"  # reads params/<domain>.yaml (its audit section) and runs/<domain>/
@@ -45,10 +47,11 @@ methods: list = []  # methods to audit; empty means the params file's list
 # %%
 import matplotlib.pyplot as plt
 import pandas as pd
-import seaborn as sns
 from IPython.display import display
 
-from acgate.audit import audit_domain, kstar_with_stratifiers, load_panel, over_seeds
+from acgate import audit_figures
+from acgate.audit import audit_domain, load_panel, over_seeds
+from acgate.audit_report import lags_differ_rate, rate_warning, write_audit_report
 from acgate.layout import audit_dir, grid_folders, panel_matched_dir
 from acgate.notebook import resolve
 from acgate.panel_matched import RECORD, current_rates
@@ -56,10 +59,10 @@ from acgate.panel_matched import RECORD, current_rates
 params, root = resolve(domain, params_file, profile_file)
 folders = grid_folders([profile_file], runs_dir, data_dir)  # a profile's own, when one is set
 runs_root, data_root = root / folders["runs_dir"], root / folders["data_dir"]
+tables = list(dict.fromkeys((root / folders["tables_dir"], root / "tables")))  # this grid's tables, the repository's
 result = audit_domain(params, runs_root, data_root, seeds, methods)
 if params.data is not None:  # a data domain: the error rates of a panel-matched study (07) that is current for it:
     #   this grid's own, else the copy beside this grid's tables or the repository's (committed: economics, energy)
-    tables = dict.fromkeys((root / folders["tables_dir"], root / "tables"))
     result.error_rates = current_rates([panel_matched_dir(runs_root, params.domain) / RECORD,
                                         *(folder / f"{params.domain}_panel_matched.json" for folder in tables)],
                                        load_panel(data_root, params.domain, 0), params)
@@ -98,28 +101,19 @@ else:
 # %%
 # NBVAL_CHECK_OUTPUT
 rates = result.error_rates.get("error_rates", {})
-
-
-def rate_lines(rate: dict, verdict: str) -> None:
-    """The panel-matched sentence, and a warning where the rule says "supported" in clearly more nulls than alpha
-    (the lower end of the 95 % interval above it): there a "supported" is no evidence."""
-    print(f"{'':17s}{rate['sentence']}")
-    low = (rate["false_support"]["ci"] or [0.0])[0]
-    if verdict == "supported" and low > params.audit.alpha:
-        print(f"{'':17s}WARNING: on panels like this one this rule says \"supported\" where it must not in "
-              f"{rate['false_support']['supported']} of {rate['false_support']['replicates']} nulls: this "
-              "verdict is no evidence here")
-
-
 for reference, found in result.verdicts_by_reference.items():
     for layer, cell in found["calibrated"].items():
         print(f"{reference:12s} {layer}: {cell['verdict']:13s} (paper rule: {found['paper'][layer]['verdict']})")
         if layer in rates.get(reference, {}) and cell["verdict"] != "not claimed":
-            rate_lines(rates[reference][layer], cell["verdict"])
+            print(f"{'':17s}{rates[reference][layer]['sentence']}")
+            if warning := rate_warning(rates[reference][layer], cell["verdict"], params.audit.alpha):
+                print(f"{'':17s}WARNING: {warning}")
 print(f"lags differ: {result.lags_differ['verdict']} ({result.lags_differ['reading']})")
-differ = next((rates[r]["lags differ"] for r in ("moderated_dl", *rates) if "lags differ" in rates.get(r, {})), None)
-if differ:  # one statement for both references: the classical replicates are the more numerous
-    rate_lines(differ, result.lags_differ["verdict"])
+differ = lags_differ_rate(rates)  # one statement for both references: the classical replicates are the more numerous
+if differ:
+    print(f"{'':17s}{differ['sentence']}")
+    if warning := rate_warning(differ, result.lags_differ["verdict"], params.audit.alpha):
+        print(f"{'':17s}WARNING: {warning}")
 if rates:
     study = result.error_rates["settings"]
     print(f"panel-matched error rates: {study['replicates']} surrogates a scenario ({study['neural_replicates']} with "
@@ -146,7 +140,12 @@ pd.concat({(reference, rule): pd.DataFrame(found[rule]).T for reference, found i
 # `advantage` is AC-GATE's (positive: AC-GATE better); `outcome` says whether either is better at alpha.
 
 # %%
-result.neural_vs_classical.round(4) if not result.neural_vs_classical.empty else "the classical model did not run"
+if result.neural_vs_classical.empty:
+    print("the classical model did not run")
+else:
+    display(result.neural_vs_classical.round(4))
+    audit_figures.neural_vs_classical_figure(result)  # not None: the comparison exists
+    plt.show()
 
 # %% [markdown]
 # ## Held-out evidence: do the proxies hold the lags?
@@ -157,11 +156,13 @@ result.neural_vs_classical.round(4) if not result.neural_vs_classical.empty else
 # proxies free to set everything else), and the moderated distributed lag to beat its shared-lag (shared_dl),
 # shuffled-proxy (shuffled_dl) and proxy-scaled (proxy_scaled_dl) twins. Below it, the seed-to-seed Spearman of each
 # method's k* where seeds share entities: a k* ordering that changes with the seed supports no statement about
-# which entities have longer lags.
+# which entities have longer lags. The figure shows each comparator's loss relative to the reference's (in bold: the
+# twins the calibrated L1 must beat).
 
 # %%
-display(result.heldout.round(4))
-result.seed_agreement.round(3)
+display(result.heldout.round(4), result.seed_agreement.round(3))
+if audit_figures.heldout_figure(result) is not None:
+    plt.show()
 
 # %% [markdown]
 # ## Do the lags differ at all, whatever the proxies say?
@@ -175,12 +176,15 @@ print(result.lags_differ["verdict"], "-", result.lags_differ["reading"])
 
 # %% [markdown]
 # ## L0 and L1: forecasts and the spread of k*, mean (sd) over seeds
-# `persistence` (y_hat_t = y_{t-1}) is the floor any forecasting claim must be read against.
+# `persistence` (y_hat_t = y_{t-1}) is the floor any forecasting claim must be read against. The figure: each
+# method's k* across entities, its spread per seed against L1's practical threshold, and the seeds' agreement.
 
 # %%
 layers = result.l0.merge(result.l1, on=["seed", "method"], how="left")  # persistence has no k*
-over_seeds(layers, ["mse", "r2_by_time", "r2_pooled", "kstar_sd"]).join(
-    layers.groupby("method", sort=False)[["degenerate_paper", "degenerate_practical", "share_at_window_edge"]].mean())
+display(over_seeds(layers, ["mse", "r2_by_time", "r2_pooled", "kstar_sd"]).join(
+    layers.groupby("method", sort=False)[["degenerate_paper", "degenerate_practical", "share_at_window_edge"]].mean()))
+if audit_figures.kstar_figure(result) is not None:
+    plt.show()
 
 # %% [markdown]
 # ## L2: stratifier alignment
@@ -198,12 +202,7 @@ over_seeds(layers, ["mse", "r2_by_time", "r2_pooled", "kstar_sd"]).join(
 result.l2_summary.round(4) if not result.l2_summary.empty else "no stratifiers"
 
 # %%
-if not result.l2.empty and result.l2.rho.notna().any():
-    tested = result.l2[result.l2.rho.notna()]
-    grid = sns.catplot(data=tested, x="rho", y="stratifier", col="method", kind="strip", height=2.8, aspect=1.2,
-                       hue="stratifier", legend=False)
-    grid.refline(x=0, color="grey", lw=0.8)
-    grid.figure.suptitle("per-seed Spearman(k*, stratifier)", y=1.04)
+if audit_figures.stratifier_rho_figure(result) is not None:
     plt.show()
 
 # %% [markdown]
@@ -213,32 +212,19 @@ if not result.l2.empty and result.l2.rho.notna().any():
 # k* per entity).
 
 # %%
-ran = set(result.kstar_by_entity.method)  # audit.reference, else the first reference that ran (e.g. classical only)
-ref = next((r for r in (params.audit.reference, *result.verdicts_by_reference) if r in ran), params.audit.reference)
-kstar = result.kstar_by_entity[result.kstar_by_entity.method == ref]
-strat_names = list(result.l2.stratifier.unique()) if not result.l2.empty else []
-if strat_names and len(kstar):
-    points = kstar_with_stratifiers(kstar, data_root, params.domain, result.shared_entities)
-    fig, axes = plt.subplots(1, len(strat_names), figsize=(3.4 * len(strat_names), 3), squeeze=False)
-    for ax, name in zip(axes[0], strat_names, strict=True):
-        ax.scatter(points[name], points.kstar, s=6, alpha=0.4)
-        ax.set(xlabel=name, ylabel=f"k* ({ref})")
-    plt.tight_layout()
+if audit_figures.kstar_stratifier_figure(result, data_root) is not None:  # audit.reference, else the first that ran
     plt.show()
 
 # %% [markdown]
 # ## L3: recovery of the true lags (synthetic panels)
 # MAE and Spearman of k* against the rounded lag centre (the paper's target) and against the DGP's own mean
-# lag. Spearman is undefined where k* is the same for every entity.
+# lag. Spearman is undefined where k* is the same for every entity. Below, each reference's learned k* against the
+# true lag centre, every entity of every seed.
 
 # %%
 if not result.l3.empty:
     display(over_seeds(result.l3, [c for c in result.l3.columns if c not in ("seed", "method")]))
-    fig, ax = plt.subplots(figsize=(4, 3.5))
-    ax.hexbin(kstar.kstar_true, kstar.kstar, gridsize=25, mincnt=1, cmap="viridis")
-    top = kstar.kstar_true.max()
-    ax.plot([1, top], [1, top], color="k", lw=0.8)
-    ax.set(xlabel="true lag centre", ylabel=f"learned k* ({ref})", title="all entities, all seeds")
+if audit_figures.recovery_figure(result) is not None:
     plt.show()
 
 # %% [markdown]
@@ -247,3 +233,15 @@ if not result.l3.empty:
 
 # %%
 result.wilcoxon.round(5)
+
+# %% [markdown]
+# ## The audit report
+# One page for readers without Jupyter (`report.html`, self-contained; `report.md`, its Markdown twin with the
+# figures in `report_figures/`): the verdicts with their evidence, warnings and error rates, the figures above, the
+# data (entities kept and dropped, time span, splits) and the provenance of the runs (code versions, devices, dates,
+# parameters). The generic error rates come from the calibration of the rules beside this grid's tables, else the
+# repository's (`tables/audit_calibration.csv`).
+
+# %%
+report_html, report_md = write_audit_report(result, params, runs_root, data_root, out_dir, tables)
+print(f"audit report: {report_html} (Markdown: {report_md.name})")

@@ -26,6 +26,7 @@ what ran without starting Jupyter. A page newer than its notebook is kept; ``--j
 from __future__ import annotations
 
 import argparse
+import csv
 import functools
 import html
 import logging
@@ -342,6 +343,33 @@ def _outputs(index: Path, notebooks: list[nbformat.NotebookNode]) -> str:
             f"<h2>Figures</h2>\n{shown}\n")
 
 
+def _audit_reports(index: Path, notebooks: list[Path], read: list[nbformat.NotebookNode]) -> str:
+    """The top of the index: each domain's audit report (``report.html`` beside its executed ``04_audit``), and the
+    verdict matrix of the grid that 05_report tabulated (its ``tables_dir``), naming that grid's runs folder."""
+    links = [f'<li><a href="{html.escape(os.path.relpath(page, index.parent))}">{html.escape(_where(notebook)[0])}'
+             "</a></li>" for notebook in map(Path, notebooks)
+             if notebook.stem == "04_audit" and (page := notebook.parent / "report.html").is_file()]
+    out = (f"<h2>Audit reports</h2>\n<p>One page per domain: the verdicts with their evidence, warnings and error "
+           f"rates, the figures, the data and the provenance.</p>\n<ul>{''.join(links)}</ul>\n") if links else ""
+    for nb in read:
+        parameters = nb.metadata.get("papermill", {}).get("parameters", {})
+        matrix = Path(parameters.get("tables_dir", "")).resolve() / "verdict_matrix.csv"
+        if "tables_dir" not in parameters or not matrix.is_file():
+            continue
+        with open(matrix, newline="") as f:
+            head, *body = list(csv.reader(f)) or [[]]
+        cells = "\n".join("<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in row) + "</tr>" for row in body)
+        files = " ".join(f'<a href="{html.escape(os.path.relpath(matrix.with_suffix(e), index.parent))}">{e[1:]}</a>'
+                         for e in (".md", ".csv") if matrix.with_suffix(e).is_file())
+        grid = Path(parameters.get("runs_dir", "?")).resolve()
+        grid = grid.relative_to(Path.cwd().resolve()) if grid.is_relative_to(Path.cwd().resolve()) else grid
+        out += (f"<h2>Verdict matrix</h2>\n<p>The grid in <code>{html.escape(str(grid))}</code>, as 05_report "
+                f"tabulated it ({files}): the paper's rules beside the calibrated ones.</p>\n"
+                "<div style='overflow-x:auto;font-size:0.85em'><table style='white-space:nowrap'><tr>"  # wide: scrolls
+                + "".join(f"<th>{html.escape(h)}</th>" for h in head) + f"</tr>\n{cells}\n</table></div>\n")
+    return out
+
+
 def html_view(index: Path, notebooks: list[Path], jobs: int = 1) -> list[Path]:
     """Write each notebook as HTML under ``index``'s folder (mirroring its path; each page links back to the
     index) and the index page: the notebooks in pipeline order (:data:`STEPS`) by domain and seed, and links to
@@ -383,7 +411,8 @@ def html_view(index: Path, notebooks: list[Path], jobs: int = 1) -> list[Path]:
                         f"<th>executed copy</th></tr>\n{items}\n</table>")
     index.parent.mkdir(parents=True, exist_ok=True)
     index.write_text(f"<!doctype html><html><head><meta charset='utf-8'><title>Executed notebooks</title>"
-                     f"<style>{INDEX_STYLE}</style></head><body><h1>Executed notebooks</h1><p>{len(rows)} notebooks, "
+                     f"<style>{INDEX_STYLE}</style></head><body><h1>Executed notebooks</h1>"
+                     f"{_audit_reports(index, notebooks, read)}<p>{len(rows)} notebooks, "
                      f"grouped by domain, in pipeline order.</p>\n{_outputs(index, read)}" + "\n".join(sections)
                      + "\n</body></html>\n")
     return written
