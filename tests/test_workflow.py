@@ -43,6 +43,7 @@ def job_counts(output: str) -> dict[str, int]:
     """Jobs per rule of a dry run; the training rules of each domain and group of seeds
     (train_<domain>_seeds<first>_<last>) and the DGP rules of each domain (dgp_...) are counted as 'train' and
     'dgp'."""
+    assert "Job stats:" in output, f"no job planned: {output[-500:]}"
     start = output.index("Job stats:")
     table = output[start:output.index("total", start)]  # the first table (a run prints it again at the end)
     counts: dict[str, int] = {}
@@ -236,6 +237,52 @@ def test_a_deleted_finished_marker_retrains_that_run_only(grid):
     assert verdicts["excluded_runs"] == []
 
 
+def test_every_deleted_output_is_made_again_with_the_steps_after_it(grid, tmp_path):
+    """A step reruns when its output is missing (README, "What is stale"), though what the steps after it wrote is
+    newer: an audit's folder or one of its files, a training notebook, a panel's folder or one of its files. (Each
+    is moved away for a dry run, then back, so that the grid stays as the other tests expect.)"""
+    workdir = grid[0]
+    config = [*SMOKE, f"domains=[{', '.join(DOMAINS)}]"]
+    linear, panels = workdir / GRID / "synthetic_linear", workdir / GRID / "data" / "processed" / "synthetic_linear"
+    after_audit = {"audit": 1, "report": 1, "html": 1, "all": 1}
+    after_panel = {"dgp": 1, "train": 1} | after_audit  # a DGP job draws every seed's panel, a training job trains both
+    for path, expected in ((linear / "audit", after_audit), (linear / "audit" / "verdicts.json", after_audit),
+                           (linear / "seed01" / "03_train.ipynb", {"train": 1} | after_audit),
+                           (panels, after_panel), (panels / "seed00" / "panel.npz", after_panel)):
+        moved = tmp_path / path.name
+        path.rename(moved)
+        try:
+            done = snakemake(workdir, "-n", config=config)
+        finally:
+            moved.rename(path)
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert job_counts(done.stdout) == expected, path
+
+
+def test_a_failed_retraining_is_redone_by_the_next_run(tmp_path):
+    """A failed training job loses its executed notebooks, while Snakemake puts back the finished markers it had
+    (update()): the same command again must redo the job, not find every file it asks for present. A grid of its own,
+    one domain, seed and method (in the shared grid another domain's due steps would ask for the notebooks and hide
+    the fault), whose retrain=true job fails on a truncated panel."""
+    config = [*SMOKE, "domains=[synthetic_linear]", "seeds=1", "methods=[acgate]"]
+    tables = tmp_path / GRID / "tables"  # a calibration of the current rules there: kept, not run
+    tables.mkdir(parents=True)
+    (tables / "audit_calibration.csv").write_text("scenario\nlag_free\n")
+    calibration.write_record(tables, load_params(ROOT / "params" / "audit_calibration.yaml"), ["lag_free"], 2, 1,
+                             minutes=0.1, workers=1)
+    done = snakemake(tmp_path, config=config)
+    assert done.returncode == 0, done.stderr[-3000:]
+    panel = tmp_path / GRID / "data" / "processed" / "synthetic_linear" / "seed00" / "panel.npz"
+    panel.write_bytes(panel.read_bytes()[:100])
+    retrain = [*config, "retrain=true"]
+    failed = snakemake(tmp_path, config=retrain)
+    seed_dir = tmp_path / GRID / "synthetic_linear" / "seed00"
+    assert failed.returncode != 0 and not (seed_dir / "03_train.ipynb").exists(), failed.stderr[-3000:]
+    assert (seed_dir / "acgate" / "metrics.json").is_file()  # put back
+    again = snakemake(tmp_path, "-n", config=retrain)
+    assert job_counts(again.stdout) == {"train": 1, "audit": 1, "report": 1, "html": 1, "all": 1}, again.stdout[-3000:]
+
+
 def test_bad_seeds_domains_and_methods_stop_with_the_value_named(tmp_path):
     for value, message in (("seeds=abc", "seeds = 'abc': must be a positive whole number"),
                            ("seeds=-1", "seeds = -1: must be a positive whole number"),
@@ -286,6 +333,11 @@ def test_a_replaced_input_reruns_its_preparation_even_when_older(own_panel):
     done = snakemake(folder, target, config=config)
     assert done.returncode == 0, done.stderr[-3000:]  # paths with a space work
     assert "Nothing to be done" in snakemake(folder, "-n", target, config=config).stdout
+    # a file of its panel deleted: the grid (no target; --until: what it plans up to this step) makes it again
+    panel = folder / GRID / "data" / "processed" / "example_panel" / "panel.npz"
+    panel.rename(folder / "panel.npz")
+    assert job_counts(snakemake(folder, "-n", "--until", "prep", config=config).stdout) == {"prep": 1}
+    (folder / "panel.npz").rename(panel)
     stamp = csv.stat().st_mtime
     frame = pd.read_csv(csv)
     frame.loc[0, "driver"] += 1.0
