@@ -283,6 +283,27 @@ def test_a_failed_retraining_is_redone_by_the_next_run(tmp_path):
     assert job_counts(again.stdout) == {"train": 1, "audit": 1, "report": 1, "html": 1, "all": 1}, again.stdout[-3000:]
 
 
+def test_a_failed_html_view_prints_its_cause_in_the_terminal(grid, tmp_path):
+    """The HTML view's log takes only its summary line: its error (here a folder of pages that cannot be made; on a
+    full disk, No space left on device) reaches the terminal with the file it names, not a log that may not be
+    writable. The view is then made again, so that the other tests find the grid finished."""
+    workdir = grid[0]
+    config = [*SMOKE, f"domains=[{', '.join(DOMAINS)}]"]
+    pages = workdir / GRID / "html" / "runs"  # the pages of the notebooks under runs/
+    pages.rename(tmp_path / "pages")
+    pages.write_text("")  # a file where the pages' folder goes
+    try:
+        failed = snakemake(workdir, "--forcerun", "html", config=config)
+    finally:
+        pages.unlink()
+        (tmp_path / "pages").rename(pages)
+        made = snakemake(workdir, config=config)
+    assert failed.returncode != 0
+    assert re.search(r"the HTML view \S*index\.html failed: \[Errno 20\] Not a directory: '\S*html/runs/",
+                     failed.stderr), failed.stderr[-3000:]
+    assert made.returncode == 0, made.stderr[-3000:]
+
+
 def test_bad_seeds_domains_and_methods_stop_with_the_value_named(tmp_path):
     for value, message in (("seeds=abc", "seeds = 'abc': must be a positive whole number"),
                            ("seeds=-1", "seeds = -1: must be a positive whole number"),
