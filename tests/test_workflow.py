@@ -320,6 +320,29 @@ def test_bad_seeds_domains_and_methods_stop_with_the_value_named(tmp_path):
         assert done.returncode != 0 and message in done.stdout + done.stderr, (value, done.stdout[-2000:])
 
 
+def make(*args, env=None, timeout=120):
+    """``make`` in the project root with this interpreter's environment as the Makefile's VENV, whose set-up it
+    leaves alone (-o: an environment made otherwise, conda's say, has no .installed)."""
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    cmd = ["make", "-C", str(ROOT), "-o", f"{sys.prefix}/.installed", f"VENV={sys.prefix}", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+
+
+def test_jobs_below_one_or_not_a_number_stop_with_the_fix(tmp_path):
+    """Snakemake takes --cores 0 and then waits for ever at "Select jobs to execute...": make refuses such a JOBS
+    before it starts anything (-n: it would run nothing either way), and the Snakefile refuses --cores 0."""
+    for jobs in ("0", "two", "-1", ""):
+        done = make("-n", "paper", f"JOBS={jobs}")
+        assert done.returncode != 0, (jobs, done.stdout[-2000:])
+        assert (f"JOBS={jobs}: the number of parallel jobs must be a whole number, 1 or more (or all), e.g. make "
+                "paper JOBS=2" in done.stderr), (jobs, done.stderr[-2000:])
+    for jobs in ("3", "all"):  # all: Snakemake's every core
+        assert make("-n", "paper", f"JOBS={jobs}").stdout.count(f"--cores {jobs} ") == 1
+    done = snakemake(tmp_path, "-n", "--cores", "0", config=[*SMOKE, "domains=[synthetic_linear]"])
+    assert done.returncode != 0 and "--cores 0: no job could ever start; give 1 or more" in done.stdout + done.stderr
+
+
 @pytest.fixture
 def own_panel(tmp_path):
     """A folder whose path has a space, holding the example CSV and a params file for it (absolute csv_file)."""
