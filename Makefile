@@ -28,6 +28,7 @@
 #                         writes a paired .ipynb beside it (git-ignored; the .py file stays the source). LAB="--port
 #                         8890 --no-browser" passes options to `jupyter lab`
 #   make notebooks        pair notebooks/*.py with .ipynb files for other editors (the .py files stay unchanged)
+# From a subfolder: make -C <project root> paper (make reads the Makefile of the folder it starts in).
 # Variables: JOBS (parallel jobs, 1 or more, default: number of cores; each job uses one thread), CONFIG (workflow
 # config overrides, e.g. CONFIG="seeds=5 'domains=[synthetic_linear]'"), SNAKEMAKE_PROFILE (e.g.
 # workflow/profiles/slurm), TORCH_INDEX (where setup takes PyTorch 2.13.0 from; default: pip's index, which on Linux

@@ -343,6 +343,16 @@ def test_jobs_below_one_or_not_a_number_stop_with_the_fix(tmp_path):
     assert done.returncode != 0 and "--cores 0: no job could ever start; give 1 or more" in done.stdout + done.stderr
 
 
+def test_the_grid_is_the_project_roots_from_any_folder_inside_it():
+    """Snakemake started in lib/ (or any folder of the project) plans the grid under the project root, as from the
+    root, not a second grid under lib/ (a dry run: nothing is written)."""
+    runs = "runs/test_the_grid_is_the_project_roots"  # no grid of this name exists: every job is planned
+    done = snakemake(ROOT / "lib", "-n", "-p", config=[*SMOKE, "domains=[synthetic_linear]", f"runs_dir={runs}"])
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"runs_dir={ROOT / runs} " in done.stdout and str(ROOT / "lib" / "runs") not in done.stdout
+    assert not (ROOT / "lib" / "runs").exists() and not (ROOT / "lib" / ".snakemake").exists()
+
+
 @pytest.fixture
 def own_panel(tmp_path):
     """A folder whose path has a space, holding the example CSV and a params file for it (absolute csv_file)."""
