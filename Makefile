@@ -55,6 +55,14 @@ LAB_OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.d/acgate.json
 # 500/5s's passes; the price is up to 20 s more at the end of a run (its last timer is waited for)
 SNAKEMAKE = $(VENV)/bin/snakemake --snakefile workflow/Snakefile --cores $(checked_jobs) --rerun-incomplete \
 	--keep-going --max-jobs-per-timespan 500/20s $(if $(SNAKEMAKE_PROFILE),--profile $(SNAKEMAKE_PROFILE))
+# Snakemake keeps a cache in $XDG_CACHE_HOME (else ~/.cache) and stops with a long traceback when it cannot create it
+# (a HOME that is read-only or does not exist, as for some service accounts); nothing else needs HOME to be writable,
+# so the cache then goes to .snakemake/cache here
+CACHE_HOME := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)
+ifneq ($(shell mkdir -p '$(CACHE_HOME)' 2>/dev/null && test -w '$(CACHE_HOME)' && echo writable),writable)
+export XDG_CACHE_HOME := $(CURDIR)/.snakemake/cache
+$(info $(CACHE_HOME) cannot be written: Snakemake's cache goes to $(XDG_CACHE_HOME) (or set XDG_CACHE_HOME))
+endif
 QUICK := seeds=3 runs_dir=runs/quick calibration_negative_replicates=2 calibration_positive_replicates=2
 
 .PHONY: setup paper scenarios quick calibrate panel-matched dry-run unlock bench data example test lint lab notebooks clean-runs

@@ -353,6 +353,20 @@ def test_the_grid_is_the_project_roots_from_any_folder_inside_it():
     assert not (ROOT / "lib" / "runs").exists() and not (ROOT / "lib" / ".snakemake").exists()
 
 
+def test_an_unwritable_home_does_not_stop_make(tmp_path):
+    """Snakemake's cache goes to $XDG_CACHE_HOME, else ~/.cache; where that cannot be made (HOME under a file: even
+    root cannot create it), make sends the cache to .snakemake/cache and says so, instead of Snakemake's traceback."""
+    (tmp_path / "file").write_text("")
+    env = {**{k: v for k, v in os.environ.items() if k != "XDG_CACHE_HOME"}, "HOME": str(tmp_path / "file" / "home"),
+           "ACGATE_RAW_DIR": str(RAW)}
+    config = " ".join(f"'{value}'" for value in [*SMOKE, "domains=[synthetic_linear]", f"runs_dir={tmp_path / 'runs'}"])
+    done = make("dry-run", "JOBS=1", f"CONFIG={config}", env=env, timeout=300)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert f"{tmp_path}/file/home/.cache cannot be written: Snakemake's cache goes to {ROOT}/.snakemake/cache" \
+        in done.stdout, done.stdout[-2000:]
+    assert job_counts(done.stdout)["train"] == 1
+
+
 @pytest.fixture
 def own_panel(tmp_path):
     """A folder whose path has a space, holding the example CSV and a params file for it (absolute csv_file)."""
