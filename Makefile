@@ -28,15 +28,20 @@
 #                         writes a paired .ipynb beside it (git-ignored; the .py file stays the source). LAB="--port
 #                         8890 --no-browser" passes options to `jupyter lab`
 #   make notebooks        pair notebooks/*.py with .ipynb files for other editors (the .py files stay unchanged)
-# Variables: JOBS (parallel jobs, default: number of cores; each job uses one thread), CONFIG (workflow config
-# overrides, e.g. CONFIG="seeds=5 'domains=[synthetic_linear]'"), SNAKEMAKE_PROFILE (e.g. workflow/profiles/slurm),
-# TORCH_INDEX (where setup takes PyTorch 2.13.0 from; default: pip's index, which on Linux gives the CUDA build of
-# several GB; TORCH_INDEX=https://download.pytorch.org/whl/cpu gives the CPU build of about 200 MB).
+# From a subfolder: make -C <project root> paper (make reads the Makefile of the folder it starts in).
+# Variables: JOBS (parallel jobs, 1 or more, default: number of cores; each job uses one thread), CONFIG (workflow
+# config overrides, e.g. CONFIG="seeds=5 'domains=[synthetic_linear]'"), SNAKEMAKE_PROFILE (e.g.
+# workflow/profiles/slurm), TORCH_INDEX (where setup takes PyTorch 2.13.0 from; default: pip's index, which on Linux
+# gives the CUDA build of several GB; TORCH_INDEX=https://download.pytorch.org/whl/cpu gives the CPU build of about
+# 200 MB).
 
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+# JOBS, checked where a target uses it: Snakemake takes --cores 0 and then waits for ever at "Select jobs to execute"
+checked_jobs = $(if $(shell echo '$(JOBS)' | grep -xE '0*[1-9][0-9]*|all'),$(JOBS),$(error JOBS=$(JOBS): the number \
+	of parallel jobs must be a whole number, 1 or more (or all), e.g. make paper JOBS=2 (left out: the number of cores)))
 CONFIG ?=
 SNAKEMAKE_PROFILE ?=
 TORCH_INDEX ?=
@@ -48,8 +53,16 @@ LAB_OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.d/acgate.json
 # default (100/1s) a third of a core late in the grid, with 500/5s still 123 CPU-seconds of a 32-minute grid, a
 # fifth of a core in its audits (docs/speed.md). 500/20s still allows 25 submissions a second and makes a quarter of
 # 500/5s's passes; the price is up to 20 s more at the end of a run (its last timer is waited for)
-SNAKEMAKE = $(VENV)/bin/snakemake --snakefile workflow/Snakefile --cores $(JOBS) --rerun-incomplete --keep-going \
-	--max-jobs-per-timespan 500/20s $(if $(SNAKEMAKE_PROFILE),--profile $(SNAKEMAKE_PROFILE))
+SNAKEMAKE = $(VENV)/bin/snakemake --snakefile workflow/Snakefile --cores $(checked_jobs) --rerun-incomplete \
+	--keep-going --max-jobs-per-timespan 500/20s $(if $(SNAKEMAKE_PROFILE),--profile $(SNAKEMAKE_PROFILE))
+# Snakemake keeps a cache in $XDG_CACHE_HOME (else ~/.cache) and stops with a long traceback when it cannot create it
+# (a HOME that is read-only or does not exist, as for some service accounts); nothing else needs HOME to be writable,
+# so the cache then goes to .snakemake/cache here
+CACHE_HOME := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)
+ifneq ($(shell mkdir -p '$(CACHE_HOME)' 2>/dev/null && test -w '$(CACHE_HOME)' && echo writable),writable)
+export XDG_CACHE_HOME := $(CURDIR)/.snakemake/cache
+$(info $(CACHE_HOME) cannot be written: Snakemake's cache goes to $(XDG_CACHE_HOME) (or set XDG_CACHE_HOME))
+endif
 QUICK := seeds=3 runs_dir=runs/quick calibration_negative_replicates=2 calibration_positive_replicates=2
 
 .PHONY: setup paper scenarios quick calibrate panel-matched dry-run unlock bench data example test lint lab notebooks clean-runs

@@ -3,6 +3,7 @@ reproduces the cells marked NBVAL_CHECK_OUTPUT exactly (nbval, lax mode). The wo
 grid is tested in test_workflow.py."""
 
 import argparse
+import io
 import json
 import os
 import re
@@ -419,6 +420,31 @@ def test_html_pages_converted_in_several_processes_are_those_of_a_fresh_exporter
     assert pages[2] == expected and pages[1] == expected
     for i, page in enumerate(expected):  # each page shows its own notebook's title, and no other's
         assert [f"title {j}" in page for j in range(5)] == [j == i for j in range(5)]
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full, whose writes fail as a full disk's do")
+def test_a_full_disk_stops_the_html_view_with_the_cause_and_the_file(tmp_path, monkeypatch):
+    """A write on a full disk fails with "No space left on device" and no file name; the view stops with both (the
+    workflow shows it in the terminal, as the step's log may be what cannot be written) and leaves no half page."""
+    monkeypatch.chdir(tmp_path)
+    executed = Path("runs/d/seed00/03_train.ipynb")
+    executed.parent.mkdir(parents=True)
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1")]), executed)
+    real_open = io.open
+
+    def full_disk(file, mode="r", *args, **kwargs):  # every file opened for writing is full
+        if "w" not in mode:
+            return real_open(file, mode, *args, **kwargs)
+        if isinstance(file, int):  # a descriptor (a temporary file's), handed over to the file object
+            os.close(file)
+        return real_open("/dev/full", mode, *args, **kwargs)
+
+    monkeypatch.setattr(io, "open", full_disk)
+    with pytest.raises(SystemExit) as stop:
+        notebook.main(["html", "runs/html/index.html", str(executed)])
+    assert re.search(r"the HTML view runs/html/index.html failed: \[Errno 28\] No space left on device: "
+                     r"'runs/html/runs/d/seed00/03_train.html'", str(stop.value.code)), stop.value.code
+    assert [p for p in Path("runs/html").rglob("*") if p.is_file()] == []
 
 
 def test_the_training_and_dgp_kernels_import_neither_seaborn_nor_scipy_stats():

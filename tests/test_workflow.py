@@ -43,6 +43,7 @@ def job_counts(output: str) -> dict[str, int]:
     """Jobs per rule of a dry run; the training rules of each domain and group of seeds
     (train_<domain>_seeds<first>_<last>) and the DGP rules of each domain (dgp_...) are counted as 'train' and
     'dgp'."""
+    assert "Job stats:" in output, f"no job planned: {output[-500:]}"
     start = output.index("Job stats:")
     table = output[start:output.index("total", start)]  # the first table (a run prints it again at the end)
     counts: dict[str, int] = {}
@@ -236,6 +237,73 @@ def test_a_deleted_finished_marker_retrains_that_run_only(grid):
     assert verdicts["excluded_runs"] == []
 
 
+def test_every_deleted_output_is_made_again_with_the_steps_after_it(grid, tmp_path):
+    """A step reruns when its output is missing (README, "What is stale"), though what the steps after it wrote is
+    newer: an audit's folder or one of its files, a training notebook, a panel's folder or one of its files. (Each
+    is moved away for a dry run, then back, so that the grid stays as the other tests expect.)"""
+    workdir = grid[0]
+    config = [*SMOKE, f"domains=[{', '.join(DOMAINS)}]"]
+    linear, panels = workdir / GRID / "synthetic_linear", workdir / GRID / "data" / "processed" / "synthetic_linear"
+    after_audit = {"audit": 1, "report": 1, "html": 1, "all": 1}
+    after_panel = {"dgp": 1, "train": 1} | after_audit  # a DGP job draws every seed's panel, a training job trains both
+    for path, expected in ((linear / "audit", after_audit), (linear / "audit" / "verdicts.json", after_audit),
+                           (linear / "seed01" / "03_train.ipynb", {"train": 1} | after_audit),
+                           (panels, after_panel), (panels / "seed00" / "panel.npz", after_panel)):
+        moved = tmp_path / path.name
+        path.rename(moved)
+        try:
+            done = snakemake(workdir, "-n", config=config)
+        finally:
+            moved.rename(path)
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert job_counts(done.stdout) == expected, path
+
+
+def test_a_failed_retraining_is_redone_by_the_next_run(tmp_path):
+    """A failed training job loses its executed notebooks, while Snakemake puts back the finished markers it had
+    (update()): the same command again must redo the job, not find every file it asks for present. A grid of its own,
+    one domain, seed and method (in the shared grid another domain's due steps would ask for the notebooks and hide
+    the fault), whose retrain=true job fails on a truncated panel."""
+    config = [*SMOKE, "domains=[synthetic_linear]", "seeds=1", "methods=[acgate]"]
+    tables = tmp_path / GRID / "tables"  # a calibration of the current rules there: kept, not run
+    tables.mkdir(parents=True)
+    (tables / "audit_calibration.csv").write_text("scenario\nlag_free\n")
+    calibration.write_record(tables, load_params(ROOT / "params" / "audit_calibration.yaml"), ["lag_free"], 2, 1,
+                             minutes=0.1, workers=1)
+    done = snakemake(tmp_path, config=config)
+    assert done.returncode == 0, done.stderr[-3000:]
+    panel = tmp_path / GRID / "data" / "processed" / "synthetic_linear" / "seed00" / "panel.npz"
+    panel.write_bytes(panel.read_bytes()[:100])
+    retrain = [*config, "retrain=true"]
+    failed = snakemake(tmp_path, config=retrain)
+    seed_dir = tmp_path / GRID / "synthetic_linear" / "seed00"
+    assert failed.returncode != 0 and not (seed_dir / "03_train.ipynb").exists(), failed.stderr[-3000:]
+    assert (seed_dir / "acgate" / "metrics.json").is_file()  # put back
+    again = snakemake(tmp_path, "-n", config=retrain)
+    assert job_counts(again.stdout) == {"train": 1, "audit": 1, "report": 1, "html": 1, "all": 1}, again.stdout[-3000:]
+
+
+def test_a_failed_html_view_prints_its_cause_in_the_terminal(grid, tmp_path):
+    """The HTML view's log takes only its summary line: its error (here a folder of pages that cannot be made; on a
+    full disk, No space left on device) reaches the terminal with the file it names, not a log that may not be
+    writable. The view is then made again, so that the other tests find the grid finished."""
+    workdir = grid[0]
+    config = [*SMOKE, f"domains=[{', '.join(DOMAINS)}]"]
+    pages = workdir / GRID / "html" / "runs"  # the pages of the notebooks under runs/
+    pages.rename(tmp_path / "pages")
+    pages.write_text("")  # a file where the pages' folder goes
+    try:
+        failed = snakemake(workdir, "--forcerun", "html", config=config)
+    finally:
+        pages.unlink()
+        (tmp_path / "pages").rename(pages)
+        made = snakemake(workdir, config=config)
+    assert failed.returncode != 0
+    assert re.search(r"the HTML view \S*index\.html failed: \[Errno 20\] Not a directory: '\S*html/runs/",
+                     failed.stderr), failed.stderr[-3000:]
+    assert made.returncode == 0, made.stderr[-3000:]
+
+
 def test_bad_seeds_domains_and_methods_stop_with_the_value_named(tmp_path):
     for value, message in (("seeds=abc", "seeds = 'abc': must be a positive whole number"),
                            ("seeds=-1", "seeds = -1: must be a positive whole number"),
@@ -264,6 +332,53 @@ def test_a_hyphenated_domain_name_is_refused_before_any_job(tmp_path):
     done = snakemake(tmp_path, "-n", config=[*SMOKE, "domains=[my_panel]", f"params={{my_panel: '{own}'}}"])
     assert done.returncode != 0 and "domain = 'my-panel' is not allowed" in done.stdout + done.stderr, \
         done.stderr[-2000:]
+
+
+def make(*args, env=None, timeout=120):
+    """``make`` in the project root with this interpreter's environment as the Makefile's VENV, whose set-up it
+    leaves alone (-o: an environment made otherwise, conda's say, has no .installed)."""
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    cmd = ["make", "-C", str(ROOT), "-o", f"{sys.prefix}/.installed", f"VENV={sys.prefix}", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+
+
+def test_jobs_below_one_or_not_a_number_stop_with_the_fix(tmp_path):
+    """Snakemake takes --cores 0 and then waits for ever at "Select jobs to execute...": make refuses such a JOBS
+    before it starts anything (-n: it would run nothing either way), and the Snakefile refuses --cores 0."""
+    for jobs in ("0", "two", "-1", ""):
+        done = make("-n", "paper", f"JOBS={jobs}")
+        assert done.returncode != 0, (jobs, done.stdout[-2000:])
+        assert (f"JOBS={jobs}: the number of parallel jobs must be a whole number, 1 or more (or all), e.g. make "
+                "paper JOBS=2" in done.stderr), (jobs, done.stderr[-2000:])
+    for jobs in ("3", "all"):  # all: Snakemake's every core
+        assert make("-n", "paper", f"JOBS={jobs}").stdout.count(f"--cores {jobs} ") == 1
+    done = snakemake(tmp_path, "-n", "--cores", "0", config=[*SMOKE, "domains=[synthetic_linear]"])
+    assert done.returncode != 0 and "--cores 0: no job could ever start; give 1 or more" in done.stdout + done.stderr
+
+
+def test_the_grid_is_the_project_roots_from_any_folder_inside_it():
+    """Snakemake started in lib/ (or any folder of the project) plans the grid under the project root, as from the
+    root, not a second grid under lib/ (a dry run: nothing is written)."""
+    runs = "runs/test_the_grid_is_the_project_roots"  # no grid of this name exists: every job is planned
+    done = snakemake(ROOT / "lib", "-n", "-p", config=[*SMOKE, "domains=[synthetic_linear]", f"runs_dir={runs}"])
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"runs_dir={ROOT / runs} " in done.stdout and str(ROOT / "lib" / "runs") not in done.stdout
+    assert not (ROOT / "lib" / "runs").exists() and not (ROOT / "lib" / ".snakemake").exists()
+
+
+def test_an_unwritable_home_does_not_stop_make(tmp_path):
+    """Snakemake's cache goes to $XDG_CACHE_HOME, else ~/.cache; where that cannot be made (HOME under a file: even
+    root cannot create it), make sends the cache to .snakemake/cache and says so, instead of Snakemake's traceback."""
+    (tmp_path / "file").write_text("")
+    env = {**{k: v for k, v in os.environ.items() if k != "XDG_CACHE_HOME"}, "HOME": str(tmp_path / "file" / "home"),
+           "ACGATE_RAW_DIR": str(RAW)}
+    config = " ".join(f"'{value}'" for value in [*SMOKE, "domains=[synthetic_linear]", f"runs_dir={tmp_path / 'runs'}"])
+    done = make("dry-run", "JOBS=1", f"CONFIG={config}", env=env, timeout=300)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert f"{tmp_path}/file/home/.cache cannot be written: Snakemake's cache goes to {ROOT}/.snakemake/cache" \
+        in done.stdout, done.stdout[-2000:]
+    assert job_counts(done.stdout)["train"] == 1
 
 
 @pytest.fixture
@@ -300,6 +415,11 @@ def test_a_replaced_input_reruns_its_preparation_even_when_older(own_panel):
     done = snakemake(folder, target, config=config)
     assert done.returncode == 0, done.stderr[-3000:]  # paths with a space work
     assert "Nothing to be done" in snakemake(folder, "-n", target, config=config).stdout
+    # a file of its panel deleted: the grid (no target; --until: what it plans up to this step) makes it again
+    panel = folder / GRID / "data" / "processed" / "example_panel" / "panel.npz"
+    panel.rename(folder / "panel.npz")
+    assert job_counts(snakemake(folder, "-n", "--until", "prep", config=config).stdout) == {"prep": 1}
+    (folder / "panel.npz").rename(panel)
     stamp = csv.stat().st_mtime
     frame = pd.read_csv(csv)
     frame.loc[0, "driver"] += 1.0

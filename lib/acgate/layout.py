@@ -1,8 +1,8 @@
 """Where everything lives on disk, the one place that spells it out:
 
     <root>/                                  the project root (params/ and pyproject.toml)
-    <data>/processed/<domain>/               a real domain's panel (01_data_prep)
-    <data>/processed/<domain>/seed<NN>/      a synthetic domain's panel of one seed (02_synthetic_dgp)
+    <data>/processed/<domain>/               a real domain's panel (01_data_prep): PREPARED_FILES
+    <data>/processed/<domain>/seed<NN>/      a synthetic domain's panel of one seed (02_synthetic_dgp): DRAWN_FILES
     <runs>/<domain>/seed<NN>/<method>/       one run (03_train): RUN_FILES, metrics.json last
     <runs>/<domain>/audit/                   a domain's audit (04_audit)
     <runs>/<domain>/panel_matched/           a data domain's panel-matched error rates (07_panel_matched)
@@ -21,6 +21,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 RUN_FILES = ("metrics.json", "lags.csv", "predictions.csv", "history.csv", "manifest.json")  # what every run writes
+PANEL_DATA_FILES = ("panel.npz", "stratifiers.csv")  # a saved panel's data (Panel.save); panel.json has their sha256
+PANEL_FILES = (*PANEL_DATA_FILES, "panel.json")  # what every saved panel holds
+PREPARED_FILES = (*PANEL_FILES, "entities.csv", "manifest.json")  # a real domain's panel folder (prep.save)
+DRAWN_FILES = (*PANEL_FILES, "dgp_settings.json")  # a synthetic seed's panel folder (dgp.load_or_simulate)
 
 
 def project_root(start: Path | None = None) -> Path:

@@ -45,6 +45,7 @@ import yaml
 
 from acgate.config import Params, load_params
 from acgate.layout import project_root
+from acgate.runs import atomic_write
 
 if TYPE_CHECKING:
     import nbformat
@@ -306,15 +307,25 @@ def _exporter():
     return HTMLExporter()
 
 
+def _write_html(path: Path, text: str) -> None:
+    """Write a page atomically: a write that fails (a full disk) leaves no half page, which a later view would keep as
+    newer than its notebook. Its OSError names the file (a failed write's own does not)."""
+    try:
+        atomic_write(path, lambda f: f.write(text))
+    except OSError as err:
+        if err.filename is not None:
+            raise
+        raise OSError(err.errno, err.strerror, str(path)) from err
+
+
 def _write_page(nb: nbformat.NotebookNode, name: str, index: Path, page: Path) -> Path:
     """Write a notebook as an HTML page (nbconvert) whose output areas scroll sideways, with a link back to the
     index; returns the page."""
     body, _ = _exporter().from_notebook_node(nb, resources={"metadata": {"name": name}})
     back = html.escape(os.path.relpath(index, page.parent))
     body = body.replace("</head>", f"<style>{PAGE_STYLE}</style>\n</head>", 1)
-    page.parent.mkdir(parents=True, exist_ok=True)
-    page.write_text(re.sub(r"(<body[^>]*>)", rf'\1<nav class="acgate"><a href="{back}">&larr; all notebooks</a></nav>',
-                           body, count=1))
+    nav = f'<nav class="acgate"><a href="{back}">&larr; all notebooks</a></nav>'
+    _write_html(page, re.sub(r"(<body[^>]*>)", rf"\1{nav}", body, count=1))
     return page
 
 
@@ -409,12 +420,12 @@ def html_view(index: Path, notebooks: list[Path], jobs: int = 1) -> list[Path]:
             for d, seed, step, link, seconds, source in rows if d == domain)
         sections.append(f"<h2>{html.escape(domain)}</h2>\n<table><tr><th>seed</th><th>notebook</th><th>run time</th>"
                         f"<th>executed copy</th></tr>\n{items}\n</table>")
-    index.parent.mkdir(parents=True, exist_ok=True)
-    index.write_text(f"<!doctype html><html><head><meta charset='utf-8'><title>Executed notebooks</title>"
-                     f"<style>{INDEX_STYLE}</style></head><body><h1>Executed notebooks</h1>"
-                     f"{_audit_reports(index, notebooks, read)}<p>{len(rows)} notebooks, "
-                     f"grouped by domain, in pipeline order.</p>\n{_outputs(index, read)}" + "\n".join(sections)
-                     + "\n</body></html>\n")
+    _write_html(index,
+                f"<!doctype html><html><head><meta charset='utf-8'><title>Executed notebooks</title>"
+                f"<style>{INDEX_STYLE}</style></head><body><h1>Executed notebooks</h1>"
+                f"{_audit_reports(index, notebooks, read)}<p>{len(rows)} notebooks, "
+                f"grouped by domain, in pipeline order.</p>\n{_outputs(index, read)}" + "\n".join(sections)
+                + "\n</body></html>\n")
     return written
 
 
@@ -455,7 +466,12 @@ def main(argv: list[str] | None = None) -> None:
     view.add_argument("--jobs", type=int, default=1, help="processes converting pages (default 1)")
     args = parser.parse_args(argv)
     if args.command == "html":
-        written = html_view(args.index, args.notebooks, args.jobs)
+        try:
+            written = html_view(args.index, args.notebooks, args.jobs)
+        except OSError as err:  # to the terminal: the workflow's log of this step may be what cannot be written
+            raise SystemExit(f"the HTML view {args.index} failed: {err}\n  the executed notebooks are complete: fix "
+                             "what it names (a full disk: make room) and rerun, which makes only the view "
+                             "again") from None
         print(f"{args.index}: {len(args.notebooks)} notebooks, {len(written)} pages written", flush=True)
         return
     parameters = dict(args.parameters)

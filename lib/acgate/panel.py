@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from acgate.layout import PANEL_DATA_FILES
 from acgate.runs import atomic_write
 from acgate.sources import read_csv_ids, sha256
 
@@ -153,7 +154,7 @@ class Panel:
         meta = {"entities": [str(e) for e in self.entities], "feature_names": self.feature_names,
                 "proxy_names": self.proxy_names, "static_names": self.static_names,
                 "val_start": int(self.val_start), "test_start": int(self.test_start), "meta": self.meta,
-                "sha256": {name: sha256(directory / name) for name in CHECKED_FILES}}
+                "sha256": {name: sha256(directory / name) for name in PANEL_DATA_FILES}}
         atomic_write(directory / "panel.json", lambda f: json.dump(meta, f, indent=1))
 
     @classmethod
@@ -172,7 +173,7 @@ class Panel:
             why = "records no file checksums (written by an older version)" if isinstance(err, KeyError) else \
                 "is damaged"
             raise PanelError(f"{directory / 'panel.json'} {why}; {fix}") from None
-        for name in CHECKED_FILES:
+        for name in PANEL_DATA_FILES:
             path = directory / name
             if not path.is_file():
                 raise PanelError(f"{path} is missing; {fix}")
@@ -190,7 +191,6 @@ class Panel:
                    stratifiers=stratifiers, truth=truth, meta=meta.get("meta", {}))
 
 
-CHECKED_FILES = ("panel.npz", "stratifiers.csv")  # their sha256 is in panel.json
 # the saved files' format: the workflow's panel steps take it as a parameter, so a change of format redoes every panel
 # (Snakemake reruns a job whose parameters changed); 2: panel.json records the other files' sha256
 FORMAT = 2
