@@ -177,7 +177,8 @@ def test_data_prep_notebook_on_the_real_economics_panel(workspace, raw_dir):
     reasons = report[~report.kept].reason.str.replace(r"\d\.\d\d", "x", regex=True).value_counts()
     assert reasons.to_dict() == {"target ctfp never observed in 1980..2023": 65,
                                  "missing share x > x (years lacking the target or a feature)": 15,
-                                 "feature gdp_growth missing at the start or end (no extrapolation)": 11,
+                                 "feature gdp_growth missing at the start or end (no extrapolation; "
+                                 "data.feature_edges: leave_out_targets would keep the entity)": 11,
                                  "no training-window value for proxies 'mean:log_emp_hours'": 6}
     result = nbval(out, workspace)
     assert result.returncode == 0, result.stdout[-3000:]

@@ -92,6 +92,8 @@ def test_a_damaged_synthetic_panel_is_drawn_again(smoke_params, tmp_path, capsys
     assert again.digest() == first.digest()
     assert "drawing it again from seed 0" in capsys.readouterr().err
     Panel.load(folder)  # the redrawn copy is whole
+    (folder / "dgp_settings.json").write_text('{"synthetic": ')  # cut short
+    assert load_or_simulate(smoke_params, 0, tmp_path).digest() == first.digest()
 
 
 def test_contract_violations_name_the_field_and_entity(panel):

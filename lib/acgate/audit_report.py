@@ -96,6 +96,9 @@ def generic_calibration(tables_dirs: list[Path]) -> dict:
             return {"note": f"the calibration in {folder} measured rules version {about.get('rules_version')}, the "
                             f"rules are now version {RULES_VERSION}: its error rates do not apply"}
         frame = pd.read_csv(table)
+        absent = sorted({"reference", "rule", "layer", "truth", "supported", "replicates"} - set(frame.columns))
+        if absent:  # a calibration that measured nothing (a smoke grid's) has its scenarios only
+            return {"note": f"the calibration in {folder} holds no rates (no column {', '.join(absent)})"}
         counts = frame.groupby(["reference", "rule", "layer", "truth"])[["supported", "replicates"]].sum()
         rates = {}
         for (reference, rule, layer, truth), row in counts.iterrows():

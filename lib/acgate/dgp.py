@@ -143,7 +143,7 @@ def load_or_simulate(params: Params, seed: int, data_root: Path) -> Panel:
     settings = {"synthetic": dataclasses.asdict(params.synthetic), "split": dataclasses.asdict(params.split),
                 "seed": seed}
     recorded = directory / "dgp_settings.json"
-    if recorded.is_file() and json.loads(recorded.read_text()) == settings:
+    if recorded.is_file() and _read_settings(recorded) == settings:
         try:
             return Panel.load(directory)
         except PanelError as err:  # a draw is exact from its seed: an edited or damaged copy is drawn again
@@ -152,3 +152,12 @@ def load_or_simulate(params: Params, seed: int, data_root: Path) -> Panel:
     panel.save(directory)
     write_json(recorded, settings)
     return panel
+
+
+def _read_settings(path: Path) -> dict | None:
+    """The DGP settings a cached panel was drawn with; None when the file is damaged (the panel is then drawn
+    again)."""
+    try:
+        return json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
