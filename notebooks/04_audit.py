@@ -56,6 +56,13 @@ from acgate.layout import audit_dir, grid_folders, panel_matched_dir
 from acgate.notebook import resolve
 from acgate.panel_matched import RECORD, current_rates
 
+# %% [markdown]
+# ## The audit
+# Reads every run of the domain, runs the layers and the tests, states the verdicts and writes them with the tables
+# to the audit folder. Opened with its defaults (in JupyterLab, say), it reads `runs/`; a grid made with a profile or
+# by `make quick` is a folder inside it, which the error names: set `runs_dir` (and `data_dir`) to it.
+
+# %%
 params, root = resolve(domain, params_file, profile_file)
 folders = grid_folders([profile_file], runs_dir, data_dir)  # a profile's own, when one is set
 runs_root, data_root = root / folders["runs_dir"], root / folders["data_dir"]

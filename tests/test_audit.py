@@ -266,6 +266,10 @@ def test_unknown_method_is_an_error(tmp_path, params):
 def test_missing_domain_is_a_clear_error(tmp_path, params):
     with pytest.raises(FileNotFoundError, match=r"no runs for domain 'absent'.*make paper CONFIG='domains=\[absent\]'"):
         audit.audit_domain(params("absent"), tmp_path / "runs", tmp_path / "data")
+    # a notebook opened with its defaults reads runs/, where a quick grid's runs are a folder further down
+    make_domain(tmp_path / "grids", "absent", range(1), ["acgate"], recovering)  # grids/runs/absent/seed00/...
+    with pytest.raises(FileNotFoundError, match=r"its runs are in \S*/grids/runs: set runs_dir to that folder"):
+        audit.audit_domain(params("absent"), tmp_path / "grids", tmp_path / "data")
 
 
 def test_proxy_shuffle_comparison_and_verdict_matrix(tmp_path, params):

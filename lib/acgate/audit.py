@@ -138,8 +138,12 @@ def load_runs(runs_root: Path, domain: str, params_hash: str, seeds: list[int], 
     every run asked for that is not, and of every run folder found that was not asked for."""
     domain_dir = Path(runs_root) / domain
     if not domain_dir.is_dir():
-        raise FileNotFoundError(f"no runs for domain '{domain}': {domain_dir} does not exist; train it first "
-                                f"(notebooks/03_train.py, or the workflow: make paper CONFIG='domains=[{domain}]')")
+        # a notebook opened with its defaults reads runs/: the grids of `make quick` or a profile are folders in it
+        grids = sorted(str(p.parent) for p in Path(runs_root).glob(f"*/{domain}") if any(p.glob("seed*")))
+        fix = (f"its runs are in {', '.join(grids)}: set runs_dir to that folder (and data_dir to its data folder)"
+               if grids else f"train it first (notebooks/03_train.py, or the workflow: make paper "
+                             f"CONFIG='domains=[{domain}]')")
+        raise FileNotFoundError(f"no runs for domain '{domain}': {domain_dir} does not exist; {fix}")
     runs, excluded = [], []
     for seed in seeds:
         for method in methods:
