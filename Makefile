@@ -26,7 +26,8 @@
 #   make test             ruff + pytest (unit, notebook, nbval and workflow tests; about 5 minutes on 2 cores)
 #   make lab              JupyterLab on the repository; notebooks/*.py open as notebooks (Jupytext), and saving one
 #                         writes a paired .ipynb beside it (git-ignored; the .py file stays the source). LAB="--port
-#                         8890 --no-browser" passes options to `jupyter lab`
+#                         8890 --no-browser" passes options to `jupyter lab`; as root (a container) it adds
+#                         --allow-root, which Jupyter otherwise demands
 #   make notebooks        pair notebooks/*.py with .ipynb files for other editors (the .py files stay unchanged)
 # From a subfolder: make -C <project root> paper (make reads the Makefile of the folder it starts in).
 # Variables: JOBS (parallel jobs, 1 or more, default: number of cores; each job uses one thread), CONFIG (workflow
@@ -116,7 +117,7 @@ lab: setup
 	mkdir -p $(dir $(LAB_OVERRIDES))
 	echo '{"@jupyterlab/docmanager-extension:plugin": {"defaultViewers": {"python": "Jupytext Notebook"}}}' \
 		> $(LAB_OVERRIDES)
-	$(VENV)/bin/jupyter lab $(LAB)
+	$(VENV)/bin/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB)
 
 notebooks: setup
 	$(VENV)/bin/jupytext --sync notebooks/*.py

@@ -358,6 +358,13 @@ def test_jobs_below_one_or_not_a_number_stop_with_the_fix(tmp_path):
     assert done.returncode != 0 and "--cores 0: no job could ever start; give 1 or more" in done.stdout + done.stderr
 
 
+def test_make_lab_runs_as_root_where_jupyter_would_refuse():
+    """`jupyter lab` stops as root (containers) unless told --allow-root; make lab says it for root only."""
+    done = make("-n", "lab")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert ("--allow-root" in done.stdout) == (os.geteuid() == 0), done.stdout[-2000:]
+
+
 def test_the_grid_is_the_project_roots_from_any_folder_inside_it():
     """Snakemake started in lib/ (or any folder of the project) plans the grid under the project root, as from the
     root, not a second grid under lib/ (a dry run: nothing is written)."""
