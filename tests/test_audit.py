@@ -190,6 +190,9 @@ def test_seed_pooled_test_on_shared_entities(tmp_path, params):
     assert result.verdicts_paper["L2"]["verdict"] == "supported"
     assert result.shared_entities and not row.fisher_valid
     assert any("training randomness only" in w for w in result.warnings())
+    # each warning once, however many layers and rule sets it applies to (the notebook printed one per cell)
+    texts = [w.split(": ", 1)[1] for w in result.warnings()]
+    assert len(texts) == len(set(texts)) and len(texts) == len(result.warning_places())
 
 
 def test_kstar_beside_the_stratifiers_pools_new_draws_and_averages_a_shared_panel(tmp_path, params):

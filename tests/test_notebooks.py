@@ -376,6 +376,29 @@ def test_html_view_lists_pages_in_pipeline_order_links_outputs_and_scrolls_wide_
     assert 'href="../../../index.html"' in page and "overflow-x:auto" in page
 
 
+def test_html_pages_show_a_progress_bar_once_are_titled_by_domain_and_seed_and_render_markdown(tmp_path, monkeypatch):
+    """A training page held 95 frames of its progress bars (a stream output each, ending in a carriage return), every
+    page was titled only by its step, and an index link to a Markdown table showed its source text."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "tables").mkdir()
+    (tmp_path / "tables" / "t.csv").write_text("a\n1\n")
+    (tmp_path / "tables" / "t.md").write_text("Caption.\n\n| a |\n|--:|\n| 1 |\n")
+    frames = [nbformat.v4.new_output("stream", name="stdout", text=f"\racgate seed 3: {p:3d}%|") for p in range(95)]
+    cell = nbformat.v4.new_code_cell("train()", outputs=frames)
+    nb = nbformat.v4.new_notebook(cells=[cell])
+    nb.metadata["papermill"] = {"duration": 1.0, "parameters": {"tables_dir": "tables"}}
+    path = tmp_path / "runs" / "economics" / "seed03" / "03_train.ipynb"
+    path.parent.mkdir(parents=True)
+    nbformat.write(nb, path)
+    html_view(tmp_path / "runs" / "html" / "index.html", [path])
+    page = (tmp_path / "runs" / "html" / "runs" / "economics" / "seed03" / "03_train.html").read_text()
+    assert page.count("acgate seed 3:") == 1 and " 94%|" in page
+    assert "<title>03_train · economics · seed03</title>" in page
+    index = (tmp_path / "runs" / "html" / "index.html").read_text()
+    assert 'href="tables/t.html">view</a>' in index
+    assert '<td style="text-align:right">1</td>' in (tmp_path / "runs" / "html" / "tables" / "t.html").read_text()
+
+
 def test_notebooks_tried_with_a_profile_keep_to_the_profiles_own_folders(tmp_path, monkeypatch):
     """03_train and 04_audit run with the smoke profile and no folders given write under runs/smoke/ (the panel in
     runs/smoke/data/), never over the paper's runs/ and data/, whose runs would then be stale or smoke runs."""

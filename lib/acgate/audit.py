@@ -334,12 +334,22 @@ class AuditResult:
                     "problems": self.problems, "excluded_runs": self.excluded.to_dict("records"),
                     "audit": dataclasses.asdict(self.config)})
 
+    def warning_places(self) -> dict[str, dict[tuple[str, str], list[str]]]:
+        """Every warning the verdicts carry (both rule sets, every reference), once, in order of appearance: its text
+        -> (reference, rule) -> the layers it applies to (a run left out warns every layer of both references)."""
+        places: dict[str, dict[tuple[str, str], list[str]]] = {}
+        for reference, found in self.verdicts_by_reference.items():
+            for rule in ("calibrated", "paper"):
+                for layer, cell in found[rule].items():
+                    for warning in cell.get("warnings", []):
+                        places.setdefault(warning, {}).setdefault((reference, rule), []).append(layer)
+        return places
+
     def warnings(self) -> list[str]:
-        """Every warning the verdicts carry (both rule sets, every reference), once, each with where it applies."""
-        return list(dict.fromkeys(f"{reference} {layer} ({rule} rule): {w}"
-                                  for reference, found in self.verdicts_by_reference.items()
-                                  for rule in ("calibrated", "paper") for layer, c in found[rule].items()
-                                  for w in c.get("warnings", [])))
+        """Every warning the verdicts carry, once, each saying where it applies ("acgate L0, L1 (calibrated rule);
+        moderated_dl L1 (paper rule): ...")."""
+        return ["; ".join(f"{reference} {', '.join(layers)} ({rule} rule)" for (reference, rule), layers in
+                          where.items()) + f": {text}" for text, where in self.warning_places().items()]
 
 
 AUDIT_TABLES = ("l0", "l1", "l2", "l2_summary", "l3", "wilcoxon", "heldout", "seed_agreement", "kstar_by_entity",

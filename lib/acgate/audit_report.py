@@ -129,22 +129,13 @@ def _evidence(text: str) -> list:
 
 
 def grouped_warnings(result: AuditResult) -> tuple[list[str], dict[tuple[str, str, str], list[int]]]:
-    """Every warning the verdicts carry, once, each saying where it applies ("acgate L0, L1 (calibrated rule);
-    moderated_dl L1 (paper rule): ..."; a run left out warns every layer of both references alike); and
+    """Every warning the verdicts carry, once, each saying where it applies (:meth:`AuditResult.warnings`); and
     (reference, rule, layer) -> the numbers (1-based) of that cell's warnings."""
-    places: dict[str, dict[tuple[str, str], list[str]]] = {}
-    for reference, found in result.verdicts_by_reference.items():
-        for rule in ("calibrated", "paper"):
-            for layer, cell in found[rule].items():
-                for warning in cell.get("warnings", []):
-                    places.setdefault(warning, {}).setdefault((reference, rule), []).append(layer)
-    texts = list(places)
-    listed = ["; ".join(f"{reference} {', '.join(layers)} ({rule} rule)" for (reference, rule), layers in
-                        places[w].items()) + f": {w}" for w in texts]
+    texts = list(result.warning_places())
     numbers = {(reference, rule, layer): [texts.index(w) + 1 for w in cell.get("warnings", [])]
                for reference, found in result.verdicts_by_reference.items() for rule in ("calibrated", "paper")
                for layer, cell in found[rule].items()}
-    return listed, numbers
+    return result.warnings(), numbers
 
 
 def _see(numbers: list[int]) -> list:

@@ -301,10 +301,13 @@ def _step(stem: str) -> int:
 
 @functools.cache
 def _exporter():
-    """One nbconvert HTML exporter per process: building one loads its templates, a third of a page's time."""
+    """One nbconvert HTML exporter per process: building one loads its templates, a third of a page's time. Its
+    streams are coalesced: a progress bar's frames (each a stream output ending in a carriage return; a training page
+    held 95) show as the last one."""
     from nbconvert import HTMLExporter
+    from traitlets.config import Config
 
-    return HTMLExporter()
+    return HTMLExporter(config=Config({"CoalesceStreamsPreprocessor": {"enabled": True}}))
 
 
 def _write_html(path: Path, text: str) -> None:
@@ -343,8 +346,14 @@ def _outputs(index: Path, notebooks: list[nbformat.NotebookNode]) -> str:
     def link(path: Path, ext: str) -> str:
         return f'<a href="{html.escape(os.path.relpath(path.with_suffix(ext), index.parent))}">{ext[1:]}</a>'
 
-    rows = "\n".join(f"<tr><td>{html.escape(t.name)}</td><td>" + " ".join(
-        link(t, e) for e in (".md", ".csv", ".tex") if t.with_suffix(e).is_file()) + "</td></tr>" for t in tables)
+    def shown_table(table: Path) -> str:  # a browser shows a .md file as plain text: link its rendered page
+        page = _table_page(table.with_suffix(".md"), index)
+        return f'<a href="{html.escape(os.path.relpath(page, index.parent))}">view</a>'
+
+    rows = "\n".join(f"<tr><td>{html.escape(t.name)}</td><td>"
+                     + " ".join([shown_table(t)] if t.with_suffix(".md").is_file() else [])
+                     + " " + " ".join(link(t, e) for e in (".md", ".csv", ".tex") if t.with_suffix(e).is_file())
+                     + "</td></tr>" for t in tables)
     shown = "\n".join(f'<figure><a href="{html.escape(os.path.relpath(f.with_suffix(".png"), index.parent))}">'
                       f'<img src="{html.escape(os.path.relpath(f.with_suffix(".png"), index.parent))}" '
                       f'alt="{html.escape(f.name)}"></a><figcaption>{html.escape(f.name)} '
@@ -352,6 +361,18 @@ def _outputs(index: Path, notebooks: list[nbformat.NotebookNode]) -> str:
                       + "</figcaption></figure>" for f in figures)
     return (f"<h2>Tables</h2>\n<table><tr><th>table</th><th>files</th></tr>\n{rows}\n</table>\n"
             f"<h2>Figures</h2>\n{shown}\n")
+
+
+def _table_page(markdown: Path, index: Path) -> Path:
+    """A Markdown table rendered as an HTML page beside the index (``tables/<name>.html``), with a link back."""
+    import mistune
+
+    page = index.parent / "tables" / markdown.with_suffix(".html").name
+    back = html.escape(os.path.relpath(index, page.parent))
+    _write_html(page, f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(markdown.stem)}</title>"
+                      f"<style>{INDEX_STYLE}</style></head><body><nav><a href=\"{back}\">&larr; index</a></nav>"
+                      f"{mistune.html(markdown.read_text())}</body></html>\n")
+    return page
 
 
 def _audit_reports(index: Path, notebooks: list[Path], read: list[nbformat.NotebookNode]) -> str:
@@ -398,9 +419,9 @@ def html_view(index: Path, notebooks: list[Path], jobs: int = 1) -> list[Path]:
         page = index.parent / relative.with_suffix(".html")
         nb = nbformat.read(notebook, as_version=4)
         read.append(nb)
-        if not page.is_file() or page.stat().st_mtime < notebook.stat().st_mtime:
-            due.append((nb, notebook.stem, index, page))
         domain, seed = _where(notebook)
+        if not page.is_file() or page.stat().st_mtime < notebook.stat().st_mtime:  # titled by step, domain, seed
+            due.append((nb, " · ".join(filter(None, (notebook.stem, domain, seed))), index, page))
         seconds = nb.metadata.get("papermill", {}).get("duration")
         rows.append((domain, seed, notebook.stem, page.relative_to(index.parent).as_posix(), seconds, str(relative)))
     if jobs > 1 and len(due) > 1:  # spawned workers (started alike on every platform), an exporter each
