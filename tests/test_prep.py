@@ -85,7 +85,7 @@ def test_a_panel_with_holes_keeps_its_entities_and_says_when_many_are_dropped():
     dropped = 150 - out.panel.n_entities
     assert dropped > 30
     assert out.warning.startswith(f"holes.csv: {dropped} of the 150 entities with the target were dropped")
-    assert "for missing share x > max" in out.warning and "data.max_missing_share = 0.15" in out.warning
+    assert "144 for missing share over the limit" in out.warning and "data.max_missing_share = 0.15" in out.warning
     assert out.panel.meta["prep"]["warning"] == out.warning
 
 

@@ -190,7 +190,7 @@ def dropped_warning(report: pd.DataFrame, params: Params, source: str) -> str | 
     dropped = considered[~considered.kept]
     if len(dropped) <= DROPPED_WARNING * len(considered):
         return None
-    kinds = dropped.reason.str.replace(r"\d+\.\d+ > \d+(\.\d+)?", "x > max", regex=True).value_counts()
+    kinds = dropped.reason.str.replace(r"\d+\.\d+ > \d+(\.\d+)?", "over the limit", regex=True).value_counts()
     return (f"{source}: {len(dropped)} of the {len(considered)} entities with the target were dropped "
             f"({len(dropped) / len(considered):.0%}): " + "; ".join(f"{n} for {why}" for why, n in kinds.items())
             + f" (data.max_missing_share = {params.data.max_missing_share}, data.feature_edges = "
