@@ -16,7 +16,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from acgate import audit, figures, inputs, prep, render, report, reproduction, runner, statistics  # noqa: E402
+from acgate import audit, calibration, figures, inputs, prep, render, report, reproduction, runner, statistics  # noqa: E402
 from acgate.config import load_params  # noqa: E402
 from acgate.example import write_example  # noqa: E402
 from acgate.runs import code_digest, code_versions  # noqa: E402
@@ -111,6 +111,28 @@ def test_own_panel_figures_are_legible_and_have_no_empty_panel(own_report, own_p
     assert [ax.get_title(loc="left")[0] for ax in evidence.axes] == ["A", "B"]  # no synthetic panel
     legible(figures.case_study_figure(results, data))
     legible(figures.forecast_r2_figure(runs, results))
+
+
+def test_the_calibration_figure_has_no_caption_one_font_size_and_its_replicate_counts():
+    """It had its caption as a title, texts of 8, 10 and 12 pt, and no replicate counts (50 for a negative control,
+    30 for a positive one; a panel-matched study trains 5 AC-GATE replicates and 20 of the moderated DL)."""
+    rows = []
+    for scenario, control, counts in (("homogeneous_lags", "negative", {"acgate": 50, "moderated_dl": 50}),
+                                      ("proxy_lags_one", "positive", {"acgate": 5, "moderated_dl": 20})):
+        for reference, replicates in counts.items():
+            for rule in ("paper", "calibrated"):
+                for layer in ("L1", "L2", "L3", "lags differ"):
+                    rows.append({"scenario": scenario, "control": control, "reference": reference, "rule": rule,
+                                 "layer": layer, "truth": "supported" if control == "positive" else "not supported",
+                                 "replicates": replicates, "supported": 1, "share_supported": 1 / replicates,
+                                 "ci_low": 0.0, "ci_high": 0.3})
+    fig = calibration.calibration_figure(pd.DataFrame(rows))
+    legible(fig)
+    assert fig.get_suptitle() == ""
+    sizes = {t.get_fontsize() for t in fig.findobj(matplotlib.text.Text) if t.get_visible() and t.get_text().strip()}
+    assert len(sizes) == 1, sizes
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == [
+        "homogeneous lags (negative)\nn = 50", "proxy lags one (positive)\nn = 5 AC-GATE, 20 Moderated DL"]
 
 
 def test_case_study_trend_stays_within_the_data_and_panels_share_k_star(own_report, own_panel):
