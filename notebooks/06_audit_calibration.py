@@ -93,7 +93,9 @@ print(f"{len(plan)} replicates in {minutes:.1f} min ({workers} processes)")
 # ## Error rates
 # Per scenario, rule and layer: the share of replicates "supported" with its 95 % Clopper-Pearson interval, and the
 # right answer (`truth`). Where the truth is "not supported" this is the rule's false-positive rate, elsewhere its
-# power.
+# power. The figure `audit_calibration` shows these shares for L1, L2, L3 and the lags-differ statement, each
+# verdict against the truth of its scenario (a grey cross; the row labels give the replicate counts); its caption is
+# here and in docs/results.md, not in the figure.
 
 # %%
 table = calibration.calibration_table(replicates)

@@ -114,6 +114,8 @@ print(f"{len(plan)} replicates in {minutes:.1f} min ({workers} processes)")
 # Per scenario, reference, rule and layer: the share of replicates "supported" with its 95 % Clopper-Pearson interval
 # and the right answer (`truth`): where it is "not supported", the share is the rule's false-support rate, else its
 # power. Then, per reference and layer of the calibrated rules, the sentence the audit prints next to its verdict.
+# The figure `<domain>_panel_matched` shows the same shares per surrogate (its row labels give the replicates each
+# reference's shares stand on); its caption is here and in docs/results.md, not in the figure.
 
 # %%
 table = calibration.calibration_table(found)
@@ -130,8 +132,7 @@ for reference, layers in rates.items():
 pd.set_option("display.width", 200, "display.max_rows", 200)
 display(table[table.rule == "calibrated"].pivot_table(index=["control", "scenario"], columns=["reference", "layer"],
                                                       values="share_supported"))
-fig = calibration.calibration_figure(table, f"Panel-matched error rates of {params.domain}: each verdict against "
-                                            "the truth of its surrogate")
+fig = calibration.calibration_figure(table)
 figures.save_figure(fig, root / folders["figures_dir"], f"{params.domain}_panel_matched")
 # last: the record the audit reads (and its copy beside the table), written once the table and the figure are
 for folder, name in ((out, panel_matched.RECORD), (tables, f"{params.domain}_panel_matched.json")):

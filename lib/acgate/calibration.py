@@ -358,15 +358,33 @@ def calibration_table(replicates: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def calibration_figure(table: pd.DataFrame, title: str = "Audit calibration: each verdict against the truth of "
-                                                          "its scenario"):
+def replicate_counts(shown: pd.DataFrame) -> dict[str, str]:
+    """Per scenario of a calibration table, how many replicates each reference's shares stand on: "n = 50", or
+    "n = 5 AC-GATE, 20 moderated DL" where the references had different numbers (a panel-matched study trains fewer
+    neural replicates)."""
+    from acgate.render import readable
+
+    counts = {}
+    for scenario, rows in shown.groupby("scenario", sort=False):
+        per_reference = rows.groupby("reference", sort=False).replicates.max()
+        counts[scenario] = (f"n = {per_reference.iloc[0]}" if per_reference.nunique() == 1 else
+                            "n = " + ", ".join(f"{n} {readable(r)}" for r, n in per_reference.items()))
+    return counts
+
+
+def calibration_figure(table: pd.DataFrame):
     """Share of replicates "supported" with its 95 % interval, per scenario, for L1, L2, L3 and the lags-differ
     statement: AC-GATE under the paper's rules, the calibrated ones and the calibrated ones with the practical spread
     threshold at zero, and the moderated distributed lag under the calibrated ones; a grey cross marks the right
-    answer (0 or 1); negative controls above the line, positive controls below."""
+    answer (0 or 1); negative controls above the line, positive controls below, each row labelled with its replicate
+    count. At a page's width in one font size, with no title: its caption is the notebook's and docs/results.md's."""
     import matplotlib.pyplot as plt
     import seaborn as sns
 
+    from acgate.figures import PAGE_WIDTH
+    from acgate.render import readable
+
+    size = 7.5  # pt, every text of the figure
     layers = ("L1", "L2", "L3", "lags differ")
     shown = table[table.layer.isin(layers)]
     order = list(dict.fromkeys(shown.sort_values("control", kind="stable").scenario))
@@ -375,30 +393,37 @@ def calibration_figure(table: pd.DataFrame, title: str = "Audit calibration: eac
                                                         ("moderated_dl", "calibrated"))
               if ((shown.reference == reference) & (shown.rule == rule)).any()]
     colours = dict(zip(series, sns.color_palette("colorblind", len(series)), strict=True))
-    fig, axes = plt.subplots(1, len(layers), figsize=(11, 0.45 * len(order) + 1.4), sharey=True)
-    for ax, layer in zip(axes, layers, strict=True):
-        for n, (reference, rule) in enumerate(series):
-            rows = shown[(shown.layer == layer) & (shown.rule == rule) & (shown.reference == reference)]
-            if rows.empty:
-                continue
-            rows = rows.set_index("scenario").reindex(order)
-            y = np.arange(len(order)) + 0.18 * (n - (len(series) - 1) / 2)
-            ax.errorbar(rows.share_supported, y, xerr=[rows.share_supported - rows.ci_low,
-                                                       rows.ci_high - rows.share_supported],
-                        fmt="o", ms=3.5, capsize=2, color=colours[(reference, rule)], label=f"{reference}, {rule}")
-        truth = shown[shown.layer == layer].drop_duplicates("scenario").set_index("scenario").truth.reindex(order)
-        ax.scatter((truth == "supported").astype(float), np.arange(len(order)), marker="x", color="grey", zorder=0)
-        negatives = int((shown.drop_duplicates("scenario").control == "negative").sum())
-        ax.axhline(negatives - 0.5, color="grey", lw=0.8)
-        ax.set(xlim=(-0.05, 1.05), title=layer)
-        ax.grid(axis="x", lw=0.4, alpha=0.5)
-    control = shown.drop_duplicates("scenario").set_index("scenario").control
-    labels = [f"{s} ({control[s]})" for s in order]
-    axes[0].set_yticks(np.arange(len(order)), [label.replace("_", " ") for label in labels])
-    axes[0].invert_yaxis()
-    handles, labels = axes[0].get_legend_handles_labels()  # the first panel has every series
-    axes[-1].legend(handles, labels, loc="upper left", bbox_to_anchor=(1.02, 1), fontsize=8, frameon=False)
-    fig.supxlabel('share of replicates "supported" (95 % Clopper-Pearson interval); x: the right answer', fontsize=10)
-    fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
+    with plt.rc_context({"font.size": size, "axes.titlesize": size, "axes.labelsize": size, "xtick.labelsize": size,
+                         "ytick.labelsize": size, "legend.fontsize": size, "legend.title_fontsize": size,
+                         "figure.titlesize": size, "figure.labelsize": size}):
+        fig, axes = plt.subplots(1, len(layers), figsize=(PAGE_WIDTH, 0.42 * len(order) + 1.5), sharey=True,
+                                 layout="constrained")
+        for ax, layer in zip(axes, layers, strict=True):
+            for n, (reference, rule) in enumerate(series):
+                rows = shown[(shown.layer == layer) & (shown.rule == rule) & (shown.reference == reference)]
+                if rows.empty:
+                    continue
+                rows = rows.set_index("scenario").reindex(order)
+                y = np.arange(len(order)) + 0.18 * (n - (len(series) - 1) / 2)
+                ax.errorbar(rows.share_supported, y, xerr=[rows.share_supported - rows.ci_low,
+                                                           rows.ci_high - rows.share_supported],
+                            fmt="o", ms=3, capsize=1.5, lw=0.9, color=colours[(reference, rule)],
+                            label=f"{readable(reference)}, {rule}")
+            truth = shown[shown.layer == layer].drop_duplicates("scenario").set_index("scenario").truth.reindex(order)
+            ax.scatter((truth == "supported").astype(float), np.arange(len(order)), marker="x", color="grey",
+                       zorder=0, label="the right answer")
+            negatives = int((shown.drop_duplicates("scenario").control == "negative").sum())
+            ax.axhline(negatives - 0.5, color="grey", lw=0.8)
+            ax.set(xlim=(-0.08, 1.08), xticks=(0, 0.5, 1), xticklabels=("0", "0.5", "1"), title=layer)
+            ax.grid(axis="x", lw=0.4, alpha=0.5)
+        control = shown.drop_duplicates("scenario").set_index("scenario").control
+        counts = replicate_counts(shown)
+        axes[0].set_yticks(np.arange(len(order)), [f"{s.replace('_', ' ')} ({control[s]})\n{counts[s]}"
+                                                   for s in order])
+        axes[0].invert_yaxis()
+        handles, labels = axes[0].get_legend_handles_labels()  # the first panel has every series, the cross first
+        fig.legend([*handles[1:], handles[0]], [*labels[1:], labels[0]], loc="outside upper center", ncol=3,
+                   frameon=False, title="reference, rules (dot: share of replicates; bar: its 95 % Clopper-Pearson "
+                                        "interval)")
+        fig.supxlabel('share of replicates "supported"')
     return fig

@@ -1,26 +1,31 @@
 """The paper's figures, drawn from the audits and runs at a page's printed width: the case study (a stratifier
 against AC-GATE's seed-mean k*), the evidence figure (synthetic recovery, stratifier alignment, forecast against
 lag alignment) and the forecast R2 of the real panels; :func:`save_figure` writes each as PNG and PDF. Labels come
-from :func:`acgate.render.readable`.
+from :func:`acgate.render.readable`; a figure drawn from fewer seeds than the paper's grid says how many
+(:func:`seed_note`).
 """
 
 from __future__ import annotations
 
+import json
 import math
+import string
 from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
+from matplotlib.legend_handler import HandlerTuple
 
 from acgate import audit as audit_lib
+from acgate.config import Params
 from acgate.inputs import collect, in_paper_order, of_kind, paper_numbers
 from acgate.layout import panel_dir
-from acgate.render import readable
+from acgate.render import readable, with_unit
 from acgate.runs import atomic_write
-from acgate.sources import read_csv_ids
-from acgate.statistics import format_p
+from acgate.sources import PANEL_UNITS, read_csv_ids
+from acgate.statistics import p_text
 
 
 def save_figure(fig: plt.Figure, directory: Path, name: str) -> list[Path]:
@@ -37,6 +42,33 @@ PAGE_WIDTH = 7.0  # inches: figures are drawn at the printed width of a page, so
 STYLE = {"font.size": 8, "axes.titlesize": 8.5, "axes.labelsize": 8, "xtick.labelsize": 7.5, "ytick.labelsize": 7.5,
          "legend.fontsize": 7.5, "legend.title_fontsize": 7.5}  # pt; nothing smaller than 7 pt
 COLOURS = sns.color_palette("colorblind")  # colour-blind safe, for every categorical colour
+PAPER_SEEDS = Params.n_seeds  # the paper's grid (params/<domain>.yaml): a figure drawn from fewer seeds says so
+
+
+def seed_note(results: dict[str, audit_lib.AuditResult], domains) -> str | None:
+    """"3 seeds" (or "3–5 seeds") when the audits of ``domains`` took fewer seeds than the paper's grid (``make
+    quick``, a panel of your own), so a figure from a small grid is not read as the paper's; None at the paper's
+    count."""
+    counts = sorted({results[d].l1.seed.nunique() for d in domains if d in results and not results[d].l1.empty})
+    if not counts or counts[0] >= PAPER_SEEDS:
+        return None
+    return f"{counts[0]} seeds" if len(counts) == 1 else f"{counts[0]}–{counts[-1]} seeds"
+
+
+def _label_seeds(fig: plt.Figure, note: str | None) -> None:
+    """The seed count of a small grid, in the figure's top right corner."""
+    if note:
+        fig.suptitle(note, x=0.99, ha="right", fontsize=STYLE["font.size"])
+
+
+def panel_units(data_root: Path, domain: str) -> tuple[str, str]:
+    """(what one entity is, what one time step is) in a real domain's panel, from the loader its manifest records
+    (:data:`acgate.sources.PANEL_UNITS`: countries and years for the paper's panels); a panel whose manifest names
+    no loader is a user's own: ("entity", "time steps")."""
+    manifest = panel_dir(data_root, domain) / "manifest.json"
+    params = json.loads(manifest.read_text()).get("params", {}) if manifest.is_file() else {}
+    loader = (params.get("data") or {}).get("loader") if isinstance(params, dict) else None
+    return PANEL_UNITS.get(loader, PANEL_UNITS["csv"])
 
 
 def _case_study_panels(results: dict[str, audit_lib.AuditResult], paper: dict) -> list[tuple[str, pd.Series]]:
@@ -67,7 +99,8 @@ def case_study_figure(results: dict[str, audit_lib.AuditResult], data_root: Path
                       ) -> plt.Figure | None:
     """Stratifier against the seed-mean AC-GATE k* per entity (paper figure case_study_panel), with the
     seed-pooled Spearman rho and permutation p of the audit and the median k* per stratifier quintile; the panels
-    share the k* axis. See :func:`_case_study_panels` for which stratifiers."""
+    share the k* axis and are lettered in reading order, each axis in its units (:func:`panel_units`,
+    :func:`acgate.render.with_unit`). See :func:`_case_study_panels` for which stratifiers."""
     panels = _case_study_panels(results, paper or paper_numbers())
     if not panels:
         return None
@@ -76,31 +109,33 @@ def case_study_figure(results: dict[str, audit_lib.AuditResult], data_root: Path
     with plt.rc_context(STYLE):
         fig, axes = plt.subplots(rows, columns, figsize=(PAGE_WIDTH * columns / 2, 2.7 * rows), squeeze=False,
                                  sharey=True, layout="constrained")
-    for ax, (domain, row) in zip(axes.flat, panels, strict=False):
+    for letter, ax, (domain, row) in zip(string.ascii_uppercase, axes.flat, panels, strict=False):
+        entity, step = panel_units(data_root, domain)
         kstar = results[domain].kstar_by_entity.query("method == 'acgate'").groupby("entity").kstar.mean()
         strat = read_csv_ids(panel_dir(data_root, domain) / "stratifiers.csv", ["entity"]).set_index(
             "entity")[row.stratifier]
         both = pd.concat([strat.rename("x"), kstar.rename("y")], axis=1, join="inner")
         trend = quantile_medians(both.x, both.y)
         with plt.rc_context(STYLE):
-            ax.scatter(both.x, both.y, s=10, alpha=0.7, color=COLOURS[0], linewidths=0, label="entity")
+            ax.scatter(both.x, both.y, s=10, alpha=0.7, color=COLOURS[0], linewidths=0, label=entity)
             ax.plot(trend.x, trend.y, color="black", lw=1.2, marker="o", ms=3, label="median per quintile")
             circular = (f"\n(circular: ~ proxy {readable(row.closest_proxy)})" if row.circular else
                         f"\n(proxies predict its ranks, R = {row.proxy_r_joint:.2f})" if row.circular_joint else "")
-            p = format_p(row.pooled_p, results[domain].config.permutations)  # "<= 1/(B+1)" at the floor
-            p = p.replace("<=", "$\\leq$") if p.startswith("<=") else f"= {p}"
-            ax.set(xlabel=f"{readable(row.stratifier)}{circular}",
-                   ylabel="seed-mean $k^\\star$ (AC-GATE)" if ax.get_subplotspec().is_first_col() else "")
-            ax.set_title(f"{readable(domain)}: $\\rho$ = {row.pooled_rho:.2f}, p {p}")
+            p = p_text(row.pooled_p, results[domain].config.permutations)  # "p ≤ 1/(B+1)" at the floor
+            ax.set(xlabel=f"{with_unit(row.stratifier)}{circular}",
+                   ylabel=f"seed-mean $k^\\star$ of AC-GATE ({step})" if ax.get_subplotspec().is_first_col() else "")
+            ax.set_title(f"{letter}  {readable(domain)}: $\\rho$ = {row.pooled_rho:.2f}, {p}", loc="left",
+                         fontweight="bold")
     for ax in axes.flat[len(panels):]:
         ax.remove()
     axes.flat[0].legend(loc="lower right", fontsize=STYLE["legend.fontsize"], frameon=False)
+    _label_seeds(fig, seed_note(results, [domain for domain, _ in panels]))
     return fig
 
 
 def _recovery_panel(ax: plt.Axes, synth: pd.DataFrame, scenarios: list[str]) -> None:
-    """Synthetic recovery: Spearman of k* with the true lag centre per method and scenario (mean, sd over seeds;
-    greys, one per scenario)."""
+    """Synthetic recovery: Spearman of k* with the true lag centre per method and scenario (bar: mean over seeds;
+    error bar: sd over seeds; greys, one per scenario). A method whose k* is constant has no Spearman: "n/a"."""
     methods = list(dict.fromkeys(synth.method))
     for j, domain in enumerate(scenarios):
         rows = synth[synth.domain == domain].set_index("method").reindex(methods)
@@ -111,11 +146,18 @@ def _recovery_panel(ax: plt.Axes, synth: pd.DataFrame, scenarios: list[str]) -> 
     undefined = synth.groupby("method").spearman_lag_centre_mean.apply(lambda v: v.isna().all())
     for i, method in enumerate(methods):
         if undefined[method]:
-            ax.text(0.02, i, "undefined ($k^\\star$ constant)", va="center", fontsize=7, color="0.35")
+            ax.text(0.02, i, "n/a", va="center", fontsize=7, color="0.35")
     ax.set_yticks(np.arange(len(methods)), [readable(m) for m in methods])
     ax.invert_yaxis()
     ax.set(xlim=(0, 1.05), xlabel="Spearman($k^\\star$, true lag centre)")
-    ax.legend(title="scenario", loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, frameon=False)
+    handles, labels = ax.get_legend_handles_labels()
+    handles.append(plt.Line2D([], [], color="black", lw=0.8, marker="|", ms=5))
+    labels.append("sd over seeds")
+    if undefined.any():
+        handles.append(plt.Line2D([], [], ls=""))
+        labels.append("n/a: $k^\\star$ constant")
+    ax.legend(handles, labels, title="scenario (bar: mean over seeds)", loc="upper center",
+              bbox_to_anchor=(0.5, -0.2), ncol=2, frameon=False)
 
 
 def _stratifier_panel(ax: plt.Axes, mine: pd.DataFrame) -> None:
@@ -133,8 +175,9 @@ def _stratifier_panel(ax: plt.Axes, mine: pd.DataFrame) -> None:
     handles = [plt.Rectangle((0, 0), 1, 1, color=COLOURS[i % 10]) for i in range(len(domains))]
     handles.append(plt.Rectangle((0, 0), 1, 1, facecolor="white", edgecolor="0.3", hatch="////"))
     ax.legend(handles, [*map(readable, domains), "circular (a proxy)"], loc="upper center",
-              bbox_to_anchor=(0.5, -0.2), ncol=3, frameon=False)
-    ax.set(xlim=(0, 1.2), xticks=(0, 0.5, 1), xlabel="mean |$\\rho$| over seeds (at the bar: share of seeds p < .05)")
+              bbox_to_anchor=(0.5, -0.3), ncol=3, frameon=False)
+    ax.set(xlim=(0, 1.2), xticks=(0, 0.5, 1),
+           xlabel="mean |$\\rho$| over seeds\n(at the bar: share of seeds with p < 0.05)")
 
 
 def _lighter(colour) -> tuple[float, float, float]:
@@ -170,12 +213,17 @@ def _forecast_panel(ax: plt.Axes, points: pd.DataFrame) -> None:
     styles = dict(zip(floors.index, ("--", ":", "-."), strict=False))  # a twin shares its domain's floor
     for r2, style in styles.items():
         ax.axvline(r2, color="0.3", ls=style, lw=0.9)
-    handles = ([plt.Line2D([], [], color=COLOURS[i % 10], marker="o", ls="") for i in range(len(methods))]
-               + [plt.Line2D([], [], color="0.3", marker=m, ls="") for m in markers.values()]
-               + [plt.Line2D([], [], color="0.3", ls=style, lw=0.9) for style in styles.values()])
-    labels = ([readable(m) for m in methods] + [readable(d) for d in markers]
-              + [f"persistence, {readable(floors[r2])}" for r2 in styles])
-    ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    # methods by colour and domains by marker, each in a legend of its own; a domain's entry carries the line of its
+    # persistence R2 (a proxy-shuffle twin shares its domain's)
+    dot = [plt.Line2D([], [], color=COLOURS[i % 10], marker="o", ls="") for i in range(len(methods))]
+    method_legend = ax.add_artist(ax.legend(dot, [readable(m) for m in methods], title="method", loc="upper left",
+                                            bbox_to_anchor=(1.01, 1.0), frameon=False))
+    method_legend.set_clip_on(False)  # add_artist clips it to the panel, which would leave it out of the layout
+    floor_of = points.groupby("domain", sort=False).persistence_r2.first()
+    handles = [(*([plt.Line2D([], [], color="0.3", ls=styles[floor_of[d]], lw=0.9)] if floor_of[d] in styles else []),
+                plt.Line2D([], [], color="0.3", marker=marker, ls="")) for d, marker in markers.items()]
+    ax.legend(handles, [readable(d) for d in markers], title="domain (line: its persistence $R^2$)", loc="upper center",
+              bbox_to_anchor=(0.5, -0.2), ncol=2, frameon=False, handler_map={tuple: HandlerTuple(ndivide=1)})
     ax.set(xlabel="test $R^2$ (L0)", ylabel="mean |Spearman($k^\\star$, stratifier)|\n(non-circular stratifiers, L2)")
 
 
@@ -211,18 +259,20 @@ def evidence_figure(tables: dict[str, pd.DataFrame], results: dict[str, audit_li
             else:
                 _forecast_panel(ax, points)
             ax.set_title(f"{letter}  {titles[name]}", loc="left", fontweight="bold")
+    _label_seeds(fig, seed_note(results, [*scenarios, *dict.fromkeys(mine.get("domain", [])),
+                                          *dict.fromkeys(points.domain)]))
     return fig
 
 
 def forecast_r2_figure(runs_root: Path, results: dict[str, audit_lib.AuditResult]) -> plt.Figure | None:
-    """Test R2 (by time, the paper's) per method and seed on the real panels, with the persistence forecast
-    as a dashed line (paper figure r2_floor)."""
+    """Test R2 (by time, the paper's) per method and seed on the real panels (dots), its mean over seeds (black
+    bar) and the persistence forecast (dashed line), the panels on one R2 axis (paper figure r2_floor)."""
     domains = of_kind(results, "data")
     if not domains:
         return None
     with plt.rc_context(STYLE):
-        fig, axes = plt.subplots(1, len(domains), figsize=(min(PAGE_WIDTH, 3.5 * len(domains)), 3.2), squeeze=False,
-                                 sharey=True, layout="constrained")
+        fig, axes = plt.subplots(1, len(domains), figsize=(min(PAGE_WIDTH, 3.5 * len(domains)), 3.4), squeeze=False,
+                                 sharex=True, sharey=True, layout="constrained")
         for ax, domain in zip(axes[0], domains, strict=True):
             runs = in_paper_order(collect(runs_root, results[domain]))
             runs["label"] = runs.method.map(readable)
@@ -235,8 +285,13 @@ def forecast_r2_figure(runs_root: Path, results: dict[str, audit_lib.AuditResult
                           markers="|", markersize=10, linestyles="none")
             floor = results[domain].l0.query("method == 'persistence'").r2_by_time
             if len(floor):
-                ax.axvline(floor.iloc[0], ls="--", color="0.3", lw=1, label="persistence")
-                ax.legend(loc="lower left", frameon=False)
+                ax.axvline(floor.iloc[0], ls="--", color="0.3", lw=1)
             ax.axvline(0, color="black", lw=0.5)
             ax.set(xlabel="test $R^2$ (per-year cross-section,\nmean over years)", ylabel="", title=readable(domain))
+        handles = [plt.Line2D([], [], color=COLOURS[0], marker="o", ms=3, alpha=0.6, ls=""),
+                   plt.Line2D([], [], color="black", marker="|", ms=10, mew=2, ls=""),
+                   plt.Line2D([], [], ls="--", color="0.3", lw=1)]
+        fig.legend(handles, ["one seed", "mean over seeds", "persistence forecast"], loc="outside lower center",
+                   ncol=3, frameon=False)
+    _label_seeds(fig, seed_note(results, domains))
     return fig

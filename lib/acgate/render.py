@@ -38,6 +38,11 @@ VARIABLES = {"hc": "human capital", "log_gdp_per_worker": "log GDP per worker", 
              "log_emp_hours": "log hours worked", "log_emp": "log employment", "log_rgdpna": "log real GDP",
              "log_ck": "log capital stock"}
 SUMMARIES = {"mean": "mean", "trend": "trend of", "first": "first", "last": "last"}  # prep's prefixes
+# the units of those variables, for a figure's axis (PWT 11.0's variable labels: rgdpna and rnna in millions of 2021
+# US$, emp in millions of persons; OWID's gdp in international-$ at 2011 prices; WGI estimates run from about -2.5
+# to 2.5); a mean, first or last value keeps its variable's unit
+UNITS = {"hc": "PWT index", "log_gdp_per_worker": "log 2021 US$", "log_capital_per_worker": "log 2021 US$",
+         "rl": "WGI estimate", "ge": "WGI estimate", "rq": "WGI estimate", "log_gdp_per_capita": "log 2011 int. $"}
 HEADERS = {  # readable column headers of the Markdown and LaTeX tables (the CSV keeps the column names)
     "kstar_kind": "k* kind", "test_mse": "test MSE", "mae_lag_centre": "k* MAE (lag centre)",
     "spearman_lag_centre": "Spearman (lag centre)", "mae_dgp_mean_lag": "k* MAE (DGP mean lag)",
@@ -66,6 +71,14 @@ def readable(name: str) -> str:
     if summary in SUMMARIES and column:
         return f"{SUMMARIES[summary]} {VARIABLES.get(column, column.replace('_', ' '))}"
     return VARIABLES.get(name, name.replace("_", " "))
+
+
+def with_unit(name: str) -> str:
+    """:func:`readable` with the variable's unit from :data:`UNITS` ("mean human capital (PWT index)"); a name
+    whose unit is not known here (a user's own, a trend) reads as :func:`readable` alone."""
+    summary, _, column = name.partition("_")
+    known = UNITS.get(column) if summary in ("mean", "first", "last") else UNITS.get(name)
+    return f"{readable(name)} ({known})" if known else readable(name)
 
 
 def header(column: str) -> str:

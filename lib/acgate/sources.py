@@ -131,6 +131,11 @@ def _log_positive(values: pd.Series) -> pd.Series:
     return np.log(values.where(values > 0))
 
 
+# what one entity and one time step of each loader's panels are, for the figures' axes; a csv panel is a user's own,
+# whose entities stay "entity" and whose steps are whatever its time column counts
+PANEL_UNITS = {"pwt": ("country", "years"), "owid_wgi": ("country", "years"), "csv": ("entity", "time steps")}
+
+
 def load_pwt(directory: Path) -> pd.DataFrame:
     """Economics (PWT 11.0): target ctfp; sequential features capital-output ratio ck/rgdpna and the growth of
     rgdpna and ck; raw columns for the proxies, static features and stratifiers. Rows where ck or rgdpna is not

@@ -245,3 +245,10 @@ def format_p(p: float, draws: int | None = None) -> str:
     if draws and p <= 1 / (draws + 1) + TIE_TOLERANCE:
         return f"<= 1/{draws + 1}"
     return f"{p:#.2g}"
+
+
+def p_text(p: float, draws: int | None = None) -> str:
+    """A p-value as a figure prints it: "p = 0.0085", or at a resampling test's floor "p ≤ 1/2001" (the digits of
+    :func:`format_p`; one notation in every figure)."""
+    formatted = format_p(p, draws)
+    return f"p ≤ {formatted.removeprefix('<= ')}" if formatted.startswith("<=") else f"p = {formatted}"
