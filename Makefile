@@ -49,13 +49,11 @@ TORCH_INDEX ?=
 LAB ?=
 # JupyterLab settings of this environment only: a double click opens a .py notebook as a notebook
 LAB_OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.d/acgate.json
-# --max-jobs-per-timespan: while jobs wait for a core, Snakemake 9's scheduler re-examines them (the sizes of all their
-# input files) once per timespan for every job event so far (each pass leaves a timer that starts another): with the
-# default (100/1s) a third of a core late in the grid, with 500/5s still 123 CPU-seconds of a 32-minute grid, a
-# fifth of a core in its audits (docs/speed.md). 500/20s still allows 25 submissions a second and makes a quarter of
-# 500/5s's passes; the price is up to 20 s more at the end of a run (its last timer is waited for)
-SNAKEMAKE = $(VENV)/bin/snakemake --snakefile workflow/Snakefile --cores $(checked_jobs) --rerun-incomplete \
-	--keep-going --max-jobs-per-timespan 500/20s $(if $(SNAKEMAKE_PROFILE),--profile $(SNAKEMAKE_PROFILE))
+# Snakemake's options for this workflow (--rerun-incomplete, --keep-going, --max-jobs-per-timespan) live in its default
+# profile, workflow/profiles/default/config.yaml, which Snakemake reads by itself; SNAKEMAKE_PROFILE adds a profile
+# (Snakemake reads it first, the default profile over it)
+SNAKEMAKE = $(VENV)/bin/snakemake --snakefile workflow/Snakefile --cores $(checked_jobs) \
+	$(if $(SNAKEMAKE_PROFILE),--profile $(SNAKEMAKE_PROFILE))
 # Snakemake keeps a cache in $XDG_CACHE_HOME (else ~/.cache) and stops with a long traceback when it cannot create it
 # (a HOME that is read-only or does not exist, as for some service accounts); nothing else needs HOME to be writable,
 # so the cache then goes to .snakemake/cache here

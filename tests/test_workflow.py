@@ -2,9 +2,11 @@
 (smoke profiles, 2 seeds, 2 domains) runs end to end through Papermill to the report and the HTML view, and a
 grid killed mid-run completes on the rerun with no stale or half-written artifact."""
 
+import argparse
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -17,6 +19,7 @@ import pandas as pd
 import psutil
 import pytest
 import yaml
+from snakemake.cli import parse_args
 
 from acgate import calibration
 from acgate.config import load_params
@@ -342,6 +345,43 @@ def make(*args, env=None, timeout=120):
         pytest.skip("make is not installed")
     cmd = ["make", "-C", str(ROOT), "-o", f"{sys.prefix}/.installed", f"VENV={sys.prefix}", *args]
     return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+
+
+def snakemake_options(argv: list[str], monkeypatch) -> argparse.Namespace:
+    """The options Snakemake runs with for the command line ``snakemake <argv>`` in the project root: its own
+    parser, which reads the profiles (--profile, and the workflow's default profile) as a run does."""
+    monkeypatch.chdir(ROOT)
+    return parse_args(argv)[1]
+
+
+def assert_the_workflows_options(options: argparse.Namespace):
+    assert options.rerun_incomplete and options.keep_going
+    assert (options.max_jobs_per_timespan.max_jobs, options.max_jobs_per_timespan.timespan) == (500, 20)
+
+
+def test_plain_snakemake_runs_with_the_options_of_make_paper(monkeypatch):
+    """The README's `snakemake --cores 2` takes the workflow's options from its default profile, as make paper
+    does: an interrupted job is rerun, a failed one does not stop the others, the scheduler's passes are rationed."""
+    assert_the_workflows_options(snakemake_options(["--cores", "2"], monkeypatch))
+    assert_the_workflows_options(snakemake_options(["-s", str(ROOT / "workflow" / "Snakefile"), "--cores", "2"],
+                                                   monkeypatch))
+    # a command-line option wins over the profile's; --workflow-profile none leaves the profile out
+    assert snakemake_options(["--cores", "2", "--max-jobs-per-timespan", "10/1s"],
+                             monkeypatch).max_jobs_per_timespan.max_jobs == 10
+    assert not snakemake_options(["--cores", "2", "--workflow-profile", "none"], monkeypatch).keep_going
+
+
+def test_make_paper_runs_with_the_workflows_options_and_a_profile(monkeypatch):
+    """make paper leaves the workflow's options to its default profile; SNAKEMAKE_PROFILE adds the SLURM profile's
+    (its executor and job count), and the workflow's options stay."""
+    for profile in ("", "workflow/profiles/slurm"):
+        done = make("-n", "paper", "JOBS=2", f"SNAKEMAKE_PROFILE={profile}")
+        assert done.returncode == 0, done.stderr[-2000:]
+        line = next(line for line in done.stdout.splitlines() if "--snakefile workflow/Snakefile" in line)
+        options = snakemake_options(shlex.split(line)[1:], monkeypatch)
+        assert_the_workflows_options(options)
+        assert options.cores == 2
+        assert (options.executor, options.jobs) == (("slurm", 100) if profile else (None, None)), line
 
 
 def test_jobs_below_one_or_not_a_number_stop_with_the_fix(tmp_path):
