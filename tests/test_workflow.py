@@ -72,6 +72,14 @@ def test_dry_run_lists_the_grid(tmp_path):
     assert job_counts(one.stdout) == expected | {"train": 2 * expected["train"]}
 
 
+def test_the_config_readme_describes_every_key_of_the_config():
+    """The grid's config sits in config/ (the standard workflow layout) with a README that has a row for each of its
+    keys, and no row for a key it lacks."""
+    keys = set(yaml.safe_load((ROOT / "config" / "config.yaml").read_text()))
+    described = re.findall(r"^\| `(\w+)` \|", (ROOT / "config" / "README.md").read_text(), re.MULTILINE)
+    assert sorted(described) == sorted(keys)
+
+
 def test_dry_run_with_the_slurm_profile(tmp_path):
     done = snakemake(tmp_path, "-n", "--profile", str(ROOT / "workflow" / "profiles" / "slurm"),
                      config=["seeds=20", "domains=[synthetic_linear]", "calibration_negative_replicates=3"])
