@@ -16,7 +16,7 @@
 #                         panel, audited, the AC-GATE family in 5 of each scenario; tables/<domain>_panel_matched.*),
 #                         with the grid they need (about 35 minutes on 2 cores); an own panel's
 #                         grid runs its study by itself
-#   make dry-run          list the jobs `make paper` would run, and why, without running them
+#   make dry-run          list the jobs `make paper` would run (a count per rule) and why (per rule), running none
 #   make unlock           release the workflow's lock after a hard kill or power loss, then rerun `make paper`
 #   make bench            speed and memory benchmark (one thread per run; CUDA too when present): prints its figures
 #                         and writes runs/bench/latest.json (the synthetic panels it trains on: runs/bench/data, not
