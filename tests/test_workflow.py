@@ -226,6 +226,24 @@ def test_the_grid_ends_in_the_report_and_the_html_view(grid):
     assert kept | trained == set(expected), (kept, trained)
 
 
+def test_snakemakes_report_shows_the_results_with_their_captions(grid, tmp_path):
+    """`snakemake --report` on a finished grid gathers the figures and tables marked report() in the Snakefile, each
+    with its caption (workflow/report/<name>.rst), and leaves the grid as it was."""
+    workdir = grid[0]
+    files = [path for path in (workdir / GRID).rglob("*") if path.is_file()]
+    before = {path: path.stat().st_mtime_ns for path in files}
+    page = tmp_path / "report.html"
+    done = snakemake(workdir, "--report", str(page), config=[*SMOKE, f"domains=[{', '.join(DOMAINS)}]"])
+    assert done.returncode == 0, done.stderr[-3000:]
+    for name in ("evidence.png", "use_case.png", "architecture.png", "verdict_matrix.csv", "synthetic_summary.csv",
+                 "reproduction.csv"):
+        assert f"Adding {name} (" in done.stderr, (name, done.stderr[-3000:])
+    html = page.read_text()
+    for caption in ("evidence", "verdict_matrix", "workflow"):  # each rendered from its file (its first words)
+        assert " ".join((ROOT / "workflow" / "report" / f"{caption}.rst").read_text().split()[:3]) in html, caption
+    assert {path: path.stat().st_mtime_ns for path in files} == before
+
+
 def test_a_finished_grid_is_not_rerun_and_a_changed_params_file_is(grid, tmp_path):
     workdir, _, _ = grid
     config = [*SMOKE, f"domains=[{', '.join(DOMAINS)}]"]
