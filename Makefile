@@ -32,9 +32,9 @@
 # From a subfolder: make -C <project root> paper (make reads the Makefile of the folder it starts in).
 # Variables: JOBS (parallel jobs, 1 or more, default: number of cores; each job uses one thread), CONFIG (overrides
 # of the grid's config/config.yaml, whose keys config/README.md describes, e.g. CONFIG="seeds=5
-# 'domains=[synthetic_linear]'"), SNAKEMAKE_PROFILE (e.g. workflow/profiles/slurm), TORCH_INDEX (where setup takes PyTorch 2.13.0 from; default: pip's index, which on Linux
-# gives the CUDA build of several GB; TORCH_INDEX=https://download.pytorch.org/whl/cpu gives the CPU build of about
-# 200 MB).
+# 'domains=[synthetic_linear]'"), SNAKEMAKE_PROFILE (e.g. workflow/profiles/slurm), TORCH_INDEX (where setup takes
+# PyTorch 2.13.0 from; default: pip's index, which on Linux gives the CUDA build of several GB;
+# TORCH_INDEX=https://download.pytorch.org/whl/cpu gives the CPU build of about 200 MB).
 
 PYTHON ?= python3
 VENV := .venv
@@ -49,9 +49,9 @@ TORCH_INDEX ?=
 LAB ?=
 # JupyterLab settings of this environment only: a double click opens a .py notebook as a notebook
 LAB_OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.d/acgate.json
-# Snakemake's options for this workflow (--rerun-incomplete, --keep-going, --max-jobs-per-timespan) live in its default
-# profile, workflow/profiles/default/config.yaml, which Snakemake reads by itself; SNAKEMAKE_PROFILE adds a profile
-# (Snakemake reads it first, the default profile over it)
+# Snakemake's options for this workflow (--rerun-incomplete, --keep-going, --max-jobs-per-timespan, --quiet reason)
+# live in its default profile, workflow/profiles/default/config.yaml, which Snakemake reads by itself;
+# SNAKEMAKE_PROFILE adds a profile (Snakemake reads it first, the default profile over it)
 SNAKEMAKE = $(VENV)/bin/snakemake --snakefile workflow/Snakefile --cores $(checked_jobs) \
 	$(if $(SNAKEMAKE_PROFILE),--profile $(SNAKEMAKE_PROFILE))
 # Snakemake keeps a cache in $XDG_CACHE_HOME (else ~/.cache) and stops with a long traceback when it cannot create it
