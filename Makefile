@@ -16,7 +16,7 @@
 #                         panel, audited, the AC-GATE family in 5 of each scenario; tables/<domain>_panel_matched.*),
 #                         with the grid they need (about 35 minutes on 2 cores); an own panel's
 #                         grid runs its study by itself
-#   make dry-run          list the jobs `make paper` would run, and why, without running them
+#   make dry-run          list the jobs `make paper` would run (a count per rule) and why (per rule), running none
 #   make unlock           release the workflow's lock after a hard kill or power loss, then rerun `make paper`
 #   make bench            speed and memory benchmark (one thread per run; CUDA too when present): prints its figures
 #                         and writes runs/bench/latest.json (the synthetic panels it trains on: runs/bench/data, not
@@ -30,11 +30,11 @@
 #                         --allow-root, which Jupyter otherwise demands
 #   make notebooks        pair notebooks/*.py with .ipynb files for other editors (the .py files stay unchanged)
 # From a subfolder: make -C <project root> paper (make reads the Makefile of the folder it starts in).
-# Variables: JOBS (parallel jobs, 1 or more, default: number of cores; each job uses one thread), CONFIG (workflow
-# config overrides, e.g. CONFIG="seeds=5 'domains=[synthetic_linear]'"), SNAKEMAKE_PROFILE (e.g.
-# workflow/profiles/slurm), TORCH_INDEX (where setup takes PyTorch 2.13.0 from; default: pip's index, which on Linux
-# gives the CUDA build of several GB; TORCH_INDEX=https://download.pytorch.org/whl/cpu gives the CPU build of about
-# 200 MB).
+# Variables: JOBS (parallel jobs, 1 or more, default: number of cores; each job uses one thread), CONFIG (overrides
+# of the grid's config/config.yaml, whose keys config/README.md describes, e.g. CONFIG="seeds=5
+# 'domains=[synthetic_linear]'"), SNAKEMAKE_PROFILE (e.g. workflow/profiles/slurm), TORCH_INDEX (where setup takes
+# PyTorch 2.13.0 from; default: pip's index, which on Linux gives the CUDA build of several GB;
+# TORCH_INDEX=https://download.pytorch.org/whl/cpu gives the CPU build of about 200 MB).
 
 PYTHON ?= python3
 VENV := .venv
@@ -49,13 +49,11 @@ TORCH_INDEX ?=
 LAB ?=
 # JupyterLab settings of this environment only: a double click opens a .py notebook as a notebook
 LAB_OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.d/acgate.json
-# --max-jobs-per-timespan: while jobs wait for a core, Snakemake 9's scheduler re-examines them (the sizes of all their
-# input files) once per timespan for every job event so far (each pass leaves a timer that starts another): with the
-# default (100/1s) a third of a core late in the grid, with 500/5s still 123 CPU-seconds of a 32-minute grid, a
-# fifth of a core in its audits (docs/speed.md). 500/20s still allows 25 submissions a second and makes a quarter of
-# 500/5s's passes; the price is up to 20 s more at the end of a run (its last timer is waited for)
-SNAKEMAKE = $(VENV)/bin/snakemake --snakefile workflow/Snakefile --cores $(checked_jobs) --rerun-incomplete \
-	--keep-going --max-jobs-per-timespan 500/20s $(if $(SNAKEMAKE_PROFILE),--profile $(SNAKEMAKE_PROFILE))
+# Snakemake's options for this workflow (--rerun-incomplete, --keep-going, --max-jobs-per-timespan, --quiet reason)
+# live in its default profile, workflow/profiles/default/config.yaml, which Snakemake reads by itself;
+# SNAKEMAKE_PROFILE adds a profile (Snakemake reads it first, the default profile over it)
+SNAKEMAKE = $(VENV)/bin/snakemake --snakefile workflow/Snakefile --cores $(checked_jobs) \
+	$(if $(SNAKEMAKE_PROFILE),--profile $(SNAKEMAKE_PROFILE))
 # Snakemake keeps a cache in $XDG_CACHE_HOME (else ~/.cache) and stops with a long traceback when it cannot create it
 # (a HOME that is read-only or does not exist, as for some service accounts); nothing else needs HOME to be writable,
 # so the cache then goes to .snakemake/cache here

@@ -2,9 +2,11 @@
 (smoke profiles, 2 seeds, 2 domains) runs end to end through Papermill to the report and the HTML view, and a
 grid killed mid-run completes on the rerun with no stale or half-written artifact."""
 
+import argparse
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -17,6 +19,7 @@ import pandas as pd
 import psutil
 import pytest
 import yaml
+from snakemake.cli import parse_args
 
 from acgate import calibration
 from acgate.config import load_params
@@ -53,6 +56,12 @@ def job_counts(output: str) -> dict[str, int]:
     return counts
 
 
+def rule_edges(dot: str) -> set[tuple[str, str]]:
+    """The (rule, rule that needs its output) pairs of Snakemake's --rulegraph."""
+    names = dict(re.findall(r"^\s*(\d+)\[label = \"(\w+)\"", dot, re.MULTILINE))
+    return {(names[a], names[b]) for a, b in re.findall(r"^\s*(\d+) -> (\d+)$", dot, re.MULTILINE)}
+
+
 def test_dry_run_lists_the_grid(tmp_path):
     done = snakemake(tmp_path, "-n", config=[*SMOKE, "domains=[synthetic_linear, synthetic_nonlinear, energy]"])
     assert done.returncode == 0, done.stderr[-3000:]
@@ -67,6 +76,29 @@ def test_dry_run_lists_the_grid(tmp_path):
     one = snakemake(tmp_path, "-n", config=[*SMOKE, "domains=[synthetic_linear, synthetic_nonlinear, energy]",
                                              "seeds_per_job=1"])
     assert job_counts(one.stdout) == expected | {"train": 2 * expected["train"]}
+
+
+def test_each_job_is_printed_as_one_line_that_names_its_rule(tmp_path):
+    """Snakemake prints a job as its rule's message (the rule, what it does, its log) instead of its input and output
+    lists, and without its reason, which lists as many files: rule all's input was the grid's every file on one
+    line (61 552 characters in the paper's grid, 7 886 in this one); the per-rule reasons still end a dry run."""
+    done = snakemake(tmp_path, "-n", config=[*SMOKE, "domains=[synthetic_linear, synthetic_nonlinear]"])
+    assert done.returncode == 0, done.stderr[-3000:]
+    printed = [re.sub(r"^(train|dgp)_\w+", r"\1", rule)
+               for rule in re.findall(r"^Job \d+: (\w+)", done.stdout, re.MULTILINE)]
+    assert {rule: printed.count(rule) for rule in printed} == job_counts(done.stdout)
+    assert "input:" not in done.stdout and "Reason:" not in done.stdout
+    assert "output files have to be generated" in done.stdout
+    assert max(len(line) for line in done.stdout.splitlines() if line.startswith("Job ")) < 250, done.stdout
+    assert max(len(line) for line in done.stdout.splitlines()) < 1000, done.stdout  # (the command line is one)
+
+
+def test_the_config_readme_describes_every_key_of_the_config():
+    """The grid's config sits in config/ (the standard workflow layout) with a README that has a row for each of its
+    keys, and no row for a key it lacks."""
+    keys = set(yaml.safe_load((ROOT / "config" / "config.yaml").read_text()))
+    described = re.findall(r"^\| `(\w+)` \|", (ROOT / "config" / "README.md").read_text(), re.MULTILINE)
+    assert sorted(described) == sorted(keys)
 
 
 def test_dry_run_with_the_slurm_profile(tmp_path):
@@ -192,6 +224,24 @@ def test_the_grid_ends_in_the_report_and_the_html_view(grid):
     kept, trained = killed_seed_methods(log)  # the killed seed's progress, each method kept or trained anew
     expected = load_params(ROOT / "params" / "synthetic_linear.yaml", ROOT / "params" / "smoke.yaml").methods
     assert kept | trained == set(expected), (kept, trained)
+
+
+def test_snakemakes_report_shows_the_results_with_their_captions(grid, tmp_path):
+    """`snakemake --report` on a finished grid gathers the figures and tables marked report() in the Snakefile, each
+    with its caption (workflow/report/<name>.rst), and leaves the grid as it was."""
+    workdir = grid[0]
+    files = [path for path in (workdir / GRID).rglob("*") if path.is_file()]
+    before = {path: path.stat().st_mtime_ns for path in files}
+    page = tmp_path / "report.html"
+    done = snakemake(workdir, "--report", str(page), config=[*SMOKE, f"domains=[{', '.join(DOMAINS)}]"])
+    assert done.returncode == 0, done.stderr[-3000:]
+    for name in ("evidence.png", "use_case.png", "architecture.png", "verdict_matrix.csv", "synthetic_summary.csv",
+                 "reproduction.csv"):
+        assert f"Adding {name} (" in done.stderr, (name, done.stderr[-3000:])
+    html = page.read_text()
+    for caption in ("evidence", "verdict_matrix", "workflow"):  # each rendered from its file (its first words)
+        assert " ".join((ROOT / "workflow" / "report" / f"{caption}.rst").read_text().split()[:3]) in html, caption
+    assert {path: path.stat().st_mtime_ns for path in files} == before
 
 
 def test_a_finished_grid_is_not_rerun_and_a_changed_params_file_is(grid, tmp_path):
@@ -344,6 +394,43 @@ def make(*args, env=None, timeout=120):
     return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
 
 
+def snakemake_options(argv: list[str], monkeypatch) -> argparse.Namespace:
+    """The options Snakemake runs with for the command line ``snakemake <argv>`` in the project root: its own
+    parser, which reads the profiles (--profile, and the workflow's default profile) as a run does."""
+    monkeypatch.chdir(ROOT)
+    return parse_args(argv)[1]
+
+
+def assert_the_workflows_options(options: argparse.Namespace):
+    assert options.rerun_incomplete and options.keep_going
+    assert (options.max_jobs_per_timespan.max_jobs, options.max_jobs_per_timespan.timespan) == (500, 20)
+
+
+def test_plain_snakemake_runs_with_the_options_of_make_paper(monkeypatch):
+    """The README's `snakemake --cores 2` takes the workflow's options from its default profile, as make paper
+    does: an interrupted job is rerun, a failed one does not stop the others, the scheduler's passes are rationed."""
+    assert_the_workflows_options(snakemake_options(["--cores", "2"], monkeypatch))
+    assert_the_workflows_options(snakemake_options(["-s", str(ROOT / "workflow" / "Snakefile"), "--cores", "2"],
+                                                   monkeypatch))
+    # a command-line option wins over the profile's; --workflow-profile none leaves the profile out
+    assert snakemake_options(["--cores", "2", "--max-jobs-per-timespan", "10/1s"],
+                             monkeypatch).max_jobs_per_timespan.max_jobs == 10
+    assert not snakemake_options(["--cores", "2", "--workflow-profile", "none"], monkeypatch).keep_going
+
+
+def test_make_paper_runs_with_the_workflows_options_and_a_profile(monkeypatch):
+    """make paper leaves the workflow's options to its default profile; SNAKEMAKE_PROFILE adds the SLURM profile's
+    (its executor and job count), and the workflow's options stay."""
+    for profile in ("", "workflow/profiles/slurm"):
+        done = make("-n", "paper", "JOBS=2", f"SNAKEMAKE_PROFILE={profile}")
+        assert done.returncode == 0, done.stderr[-2000:]
+        line = next(line for line in done.stdout.splitlines() if "--snakefile workflow/Snakefile" in line)
+        options = snakemake_options(shlex.split(line)[1:], monkeypatch)
+        assert_the_workflows_options(options)
+        assert options.cores == 2
+        assert (options.executor, options.jobs) == (("slurm", 100) if profile else (None, None)), line
+
+
 def test_jobs_below_one_or_not_a_number_stop_with_the_fix(tmp_path):
     """Snakemake takes --cores 0 and then waits for ever at "Select jobs to execute...": make refuses such a JOBS
     before it starts anything (-n: it would run nothing either way), and the Snakefile refuses --cores 0."""
@@ -406,8 +493,8 @@ def test_an_own_panels_grid_runs_its_panel_matched_study_before_its_audit(own_pa
     done = snakemake(folder, "-n", config=config)
     assert done.returncode == 0, done.stderr[-3000:]
     assert job_counts(done.stdout)["panel_matched"] == 1
-    audit = done.stdout[done.stdout.index("rule audit:"):]
-    assert "panel_matched/07_panel_matched.ipynb" in audit[:audit.index("output:")]  # the audit waits for it
+    graph = snakemake(folder, "--rulegraph", config=config)
+    assert ("panel_matched", "audit") in rule_edges(graph.stdout), graph.stdout  # the audit waits for it
     # the paper's real panels only when asked; a synthetic domain never
     assert "panel_matched" not in job_counts(snakemake(tmp_path, "-n", config=[*SMOKE, "domains=[synthetic_linear]"])
                                              .stdout)

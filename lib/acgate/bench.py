@@ -427,13 +427,13 @@ def _calibration(args: argparse.Namespace, device: str) -> dict:
 def _panel_matched(args: argparse.Namespace) -> dict:
     """Panel-matched replicates timed in a fresh process, and the study an own panel's grid runs by default (every
     scenario, ``panel_matched_replicates`` each, ``panel_matched_neural_replicates`` of them with AC-GATE, from
-    workflow/config.yaml) by that count."""
+    config/config.yaml) by that count."""
     import yaml
 
     from acgate.panel_matched import SCENARIOS
 
     found = _result(_fresh_process("--one-matched", str(args.repeats)))
-    config = yaml.safe_load((project_root() / "workflow" / "config.yaml").read_text())
+    config = yaml.safe_load((project_root() / "config" / "config.yaml").read_text())
     replicates, neural = config["panel_matched_replicates"], config["panel_matched_neural_replicates"]
     core_seconds = len(SCENARIOS) * ((replicates - neural) * found["seconds"]["classical"]["median"]
                                      + neural * found["seconds"]["with_acgate"]["median"])

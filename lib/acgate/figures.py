@@ -20,7 +20,7 @@ from matplotlib.legend_handler import HandlerTuple
 
 from acgate import audit as audit_lib
 from acgate.config import Params
-from acgate.inputs import collect, in_paper_order, of_kind, paper_numbers
+from acgate.inputs import collect, in_paper_order, of_kind, paper_numbers, paper_scenarios
 from acgate.layout import panel_dir
 from acgate.render import readable, with_unit
 from acgate.runs import atomic_write
@@ -233,7 +233,7 @@ def evidence_figure(tables: dict[str, pd.DataFrame], results: dict[str, audit_li
     lag alignment per method and real domain, beside the persistence forecast. Lettered in reading order; None
     when the domains support no panel."""
     synth = tables.get("synthetic_summary", pd.DataFrame())
-    scenarios = [d for d in ("synthetic_linear", "synthetic_nonlinear") if not synth.empty and d in set(synth.domain)]
+    scenarios = [d for d in paper_scenarios() if not synth.empty and d in set(synth.domain)]
     l2 = [t.assign(domain=name.removesuffix("_l2")) for name, t in tables.items()
           if name.endswith("_l2") and results.get(name.removesuffix("_l2"), None) is not None
           and results[name.removesuffix("_l2")].kind == "data"]

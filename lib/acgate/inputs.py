@@ -24,10 +24,17 @@ def paper_numbers() -> dict:
     return yaml.safe_load(resources.files("acgate").joinpath("paper_numbers.yaml").read_text())
 
 
+def paper_scenarios(paper: dict | None = None) -> list[str]:
+    """The paper's synthetic scenarios as domain names, in its order (synthetic_linear, synthetic_nonlinear): the
+    evidence figure's recovery panel shows these, and the reproduction table has rows for each one run."""
+    paper = paper or paper_numbers()
+    return [f"synthetic_{s}" for s in paper["synthetic"]]
+
+
 def paper_domains(paper: dict | None = None) -> set[str]:
     """The domains the paper reports: its synthetic scenarios, its real panels and their proxy-shuffle twins."""
     paper = paper or paper_numbers()
-    return ({f"synthetic_{s}" for s in paper["synthetic"]} | set(paper["real"])
+    return (set(paper_scenarios(paper)) | set(paper["real"])
             | {f"{d}_proxy_shuffle" for d in paper["real"]})
 
 
