@@ -30,7 +30,7 @@ def test_matmul_peak_reports_the_best_size():
 def test_bench_runs_end_to_end_under_the_smoke_profile(tmp_path):
     project = tmp_path / "project"  # a project root of its own (ACGATE_ROOT), so what the bench writes is seen
     project.mkdir()
-    for name in ("params", "notebooks", "tables", "workflow", "pyproject.toml"):
+    for name in ("params", "notebooks", "tables", "workflow", "config", "pyproject.toml"):
         (project / name).symlink_to(ROOT / name)
     cmd = [sys.executable, "-m", "acgate.bench", "--domains", "synthetic_linear", "--methods", "acgate",
            "--repeats", "1", "--profile", "params/smoke.yaml", "--at-once", "2", "--out", str(tmp_path)]
