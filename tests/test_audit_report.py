@@ -129,7 +129,10 @@ def test_the_html_view_links_each_audit_report_first_and_shows_the_verdict_matri
         (tmp_path / output).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / output).write_text(text)
     made = {"runs/d/seed00/03_train.ipynb": {}, "runs/d/audit/04_audit.ipynb": {},
-            "runs/report/05_report.ipynb": {"tables_dir": str(tmp_path / "tables"), "runs_dir": "runs"}}
+            "runs/report/05_report.ipynb": {"tables_dir": str(tmp_path / "tables"), "runs_dir": "runs"},
+            # the studies and the calibration write into the same tables folder: the matrix is still shown once
+            "runs/d/panel_matched/07_panel_matched.ipynb": {"tables_dir": str(tmp_path / "tables")},
+            "runs/audit_calibration/06_audit_calibration.ipynb": {"tables_dir": str(tmp_path / "tables")}}
     for path, parameters in made.items():
         nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1")])
         nb.metadata["papermill"] = {"duration": 1.0, "parameters": parameters}
@@ -139,5 +142,6 @@ def test_the_html_view_links_each_audit_report_first_and_shows_the_verdict_matri
     index = (tmp_path / "runs" / "html" / "index.html").read_text()
     report = index.index('href="../d/audit/report.html"')
     assert report < index.index("Verdict matrix") < index.index("03_train</a>")  # first, above the notebooks
+    assert index.count("<h2>Verdict matrix</h2>") == 1
     assert "The grid in <code>runs</code>" in index and "<td>d&lt;x&gt;</td><td>acgate</td><td>supported</td>" in index
     assert 'href="../../tables/verdict_matrix.md"' in index

@@ -383,10 +383,11 @@ def _audit_reports(index: Path, notebooks: list[Path], read: list[nbformat.Noteb
              if notebook.stem == "04_audit" and (page := notebook.parent / "report.html").is_file()]
     out = (f"<h2>Audit reports</h2>\n<p>One page per domain: the verdicts with their evidence, warnings and error "
            f"rates, the figures, the data and the provenance.</p>\n<ul>{''.join(links)}</ul>\n") if links else ""
-    for nb in read:
+    for notebook, nb in zip(map(Path, notebooks), read, strict=True):
         parameters = nb.metadata.get("papermill", {}).get("parameters", {})
         matrix = Path(parameters.get("tables_dir", "")).resolve() / "verdict_matrix.csv"
-        if "tables_dir" not in parameters or not matrix.is_file():
+        # the report's: the calibration and the panel-matched studies write into the same tables folder
+        if notebook.stem != "05_report" or "tables_dir" not in parameters or not matrix.is_file():
             continue
         with open(matrix, newline="") as f:
             head, *body = list(csv.reader(f)) or [[]]
