@@ -12,7 +12,7 @@ from acgate import occlusion, runner, train
 from acgate.baselines import GroupedARDL
 from acgate.dgp import simulate
 from acgate.layout import method_dir
-from acgate.models import GRN, Output, _tanh, build, lag_windows
+from acgate.models import Output, build, lag_windows
 from acgate.panel import Normalisers, Panel
 
 
@@ -44,86 +44,6 @@ def test_ganet_gates_are_relaxed_in_training_and_binary_at_evaluation(smoke_para
     assert float(out.gate_density) == pytest.approx((out.gates == 1).sum().item() / out.gates.numel())  # open share
     # attention is renormalised over the open gates: closed positions get exactly zero weight
     assert (out.internal[out.gates == 0] == 0).all()
-
-
-@pytest.mark.parametrize("context", [True, False], ids=["query from entity and statics", "no query"])
-def test_ganet_with_folded_embedding_is_embedding_then_projecting(smoke_params, context):
-    """GA-Net folds its lag embedding into the gate, key and value projections and takes the scores and values
-    from the lags directly: the same function of the same parameters as the textbook order (embed every lag, then
-    project it), written out here, up to float32 rounding."""
-    cfg = smoke_params.model if context else dataclasses.replace(smoke_params.model, entity_embedding=0)
-    torch.manual_seed(0)
-    model = build(cfg, "ganet", 6, 2, 3, 2 if context else 0).eval()
-    with torch.no_grad():  # non-zero embedding biases, so the folded biases are exercised too
-        model.lag_embedding.bias.normal_()
-    lags, proxies, static, index = windows(cfg)
-    static = static if context else static[:, :0]
-    embedded = model.lag_embedding(lags)  # (N, T', K, d)
-    query = (model.query(torch.cat(model.backbone.entity_context(static, index), dim=-1)) if context
-             else torch.zeros(6, cfg.hidden))
-    hidden = torch.tanh(model.gate_embedding(embedded) + model.gate_query(query)[:, None, None])
-    logits = model.gate_out(hidden).squeeze(-1)
-    gates = (logits > 0).float()
-    gates = torch.where(gates.sum(-1, keepdim=True) > 0, gates, torch.ones_like(gates))
-    scores = (model.key(embedded) * query[:, None, None]).sum(-1) / cfg.hidden ** 0.5
-    attention = gates * scores.exp() / (gates * scores.exp()).sum(-1, keepdim=True)
-    context = (attention[..., None] * model.value(embedded)).sum(dim=2)
-    out = model(lags, proxies, static, index)
-    torch.testing.assert_close(out.internal, attention, rtol=1e-5, atol=1e-6)
-    identity = (torch.eye(cfg.hidden), None)  # the backbone reading the context itself
-    torch.testing.assert_close(out.y_hat, model.backbone(context, identity, static, index), rtol=1e-5, atol=1e-6)
-
-
-@pytest.mark.parametrize("training", [False, True], ids=["evaluation", "training"])
-def test_tft_lag_selection_with_folded_embedding_is_embedding_then_selecting(smoke_params, training):
-    """TFT takes the first layers of its selection network and of its lag transform from the lags with the lag
-    embedding folded into their weights (the skip paths still read the embedding): the same function of the same
-    parameters as the textbook order (embed every lag; the selection network on the flattened embeddings; the lag
-    transform on each), written out here, up to float32 rounding; while training with the same dropout draws (same
-    generator state)."""
-    cfg = smoke_params.model
-    torch.manual_seed(0)
-    model = build(cfg, "tft", 6, 2, 3, 2).train(training)
-    with torch.no_grad():  # non-zero embedding biases, so the folded biases are exercised too
-        model.lag_embedding.bias.normal_()
-    lags = windows(cfg)[0]
-    context = torch.randn(6, lags.shape[1], cfg.hidden, generator=torch.Generator().manual_seed(2))
-    torch.manual_seed(5)
-    weights, selected = model.lag_selection(lags, context, noise_steps=lags.shape[1] + 3)
-    torch.manual_seed(5)
-    embedded = model.lag_embedding(lags)
-    textbook = torch.softmax(model.selection_weights(embedded.flatten(start_dim=2), context, lags.shape[1] + 3), dim=-1)
-    transformed = model.lag_transform(embedded, noise_steps=lags.shape[1] + 3)
-    torch.testing.assert_close(weights, textbook, rtol=1e-5, atol=1e-6)
-    torch.testing.assert_close(selected, (textbook[..., None] * transformed).sum(dim=2), rtol=1e-5, atol=1e-6)
-
-
-@pytest.mark.parametrize("d_out", [16, 5])
-def test_grn_in_evaluation_is_its_two_products_written_out(d_out):
-    """In evaluation a gated residual network takes W2 and the GLU's product as one affine map: the textbook order
-    (ELU, W2, GLU, gate, skip, LayerNorm), written out here, up to float32 rounding. In training dropout stands
-    between the two, and the module takes them one after the other."""
-    torch.manual_seed(0)
-    grn = GRN(12, 16, d_out, 0.1, d_context=16).eval()
-    a, c = torch.randn(40, 7, 12), torch.randn(40, 7, 16)
-    hidden = grn.fc2(torch.nn.functional.elu(grn.fc1(a) + grn.context(c)))
-    value, gate = grn.glu(hidden).chunk(2, dim=-1)
-    want = grn.norm(grn.skip(a) + value * torch.sigmoid(gate))
-    torch.testing.assert_close(grn(a, c), want, rtol=1e-5, atol=1e-6)
-
-
-def test_ganets_tanh_by_way_of_a_sigmoid_is_tanh():
-    """GA-Net's gate network takes tanh on the CPU as 2 sigmoid(2x) - 1: tanh's values to float32 rounding, over
-    the range where it saturates too, and tanh's gradient."""
-    x = torch.linspace(-12, 12, 20001, dtype=torch.float32).requires_grad_()
-    weights = torch.randn(x.shape, generator=torch.Generator().manual_seed(0))
-    ours = _tanh(x)
-    (ours * weights).sum().backward()
-    grad, x.grad = x.grad, None
-    want = torch.tanh(x)
-    (want * weights).sum().backward()
-    torch.testing.assert_close(ours, want, rtol=0, atol=3e-7)
-    torch.testing.assert_close(grad, x.grad, rtol=0, atol=1e-6)
 
 
 def test_tft_needs_hidden_divisible_by_heads(smoke_params):

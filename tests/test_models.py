@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from acgate.config import GATE_METHODS, NEURAL_BASELINES
-from acgate.models import ACGate, Backbone, StackedLSTM, build, dropout, lag_windows
+from acgate.models import ACGate, build, lag_windows
 
 NEURAL = GATE_METHODS + NEURAL_BASELINES
 
@@ -124,83 +124,3 @@ def test_unknown_method_is_refused(smoke_params):
         ACGate(smoke_params.model, "tft", 6, 2, 3, 2)  # a baseline is not an AC-GATE variant
     with pytest.raises(ValueError, match="unknown neural method 'lstm'"):
         make(smoke_params.model, "lstm")
-
-
-@pytest.mark.parametrize("training", [False, True], ids=["evaluation", "training"])
-@pytest.mark.parametrize("embedding, statics", [(True, True), (False, True), (False, False)],
-                         ids=["embedding, statics, initial state", "statics", "none"])
-def test_backbone_with_folded_step_map_is_projecting_then_running_the_lstm(smoke_params, training, embedding,
-                                                                             statics):
-    """The backbone folds the step map (here with a bias, as AC-GATE's and Plain LSTM's; GA-Net's has none) and
-    the static projection into its first LSTM layer's input weights: the same outputs and parameter gradients as
-    the textbook order, written out here (project the step inputs, concatenate the entity embedding and the static
-    projection, run the layers, dropout between them), float32 rounding apart; in training with the same draws."""
-    cfg = dataclasses.replace(smoke_params.model, lstm_layers=2, dropout=0.3,
-                              **({} if embedding else {"entity_embedding": 0}))
-    torch.manual_seed(0)
-    context = embedding and statics  # with an initial state too
-    n_static, init_dim = (2 if statics else 0), (1 if context else 0)
-    backbone = Backbone(cfg, 6, n_static, cfg.hidden, init_dim=init_dim).train(training)
-    step_map = (torch.randn(cfg.hidden, 3, requires_grad=True), torch.randn(cfg.hidden, requires_grad=True))
-    inputs, static, index = torch.randn(6, 7, 3), torch.randn(6, n_static), torch.arange(6)
-    init = torch.randn(6, 1) if context else None
-
-    def textbook():
-        steps = torch.nn.functional.linear(inputs, *step_map)
-        parts = [steps] + [p[:, None, :].expand(-1, 7, -1) for p in backbone.entity_context(static, index)]
-        x, state = torch.cat(parts, dim=-1), None
-        if context:
-            h0, c0 = torch.tanh(backbone.init_state(init)).view(6, 2, 2, -1).permute(1, 2, 0, 3)
-            state = (h0.contiguous(), c0.contiguous())
-        for i, layer in enumerate(backbone.lstm.layers):
-            if i:
-                x = dropout(x, 0.3, training, 9, time_major=True)
-            x, _ = layer(x, None if state is None else (state[0][i:i + 1], state[1][i:i + 1]))
-        return backbone.head(x).squeeze(-1)
-
-    outputs, gradients = [], []
-    for forward in (lambda: backbone(inputs, step_map, static, index, init=init, noise_steps=9), textbook):
-        torch.manual_seed(3)
-        out = forward()
-        leaves = [*backbone.parameters(), *step_map]
-        grads = torch.autograd.grad(out.square().sum(), leaves, allow_unused=True)
-        outputs.append(out)
-        gradients.append([torch.zeros_like(w) if g is None else g for w, g in zip(leaves, grads, strict=True)])
-    torch.testing.assert_close(outputs[0], outputs[1], rtol=1e-5, atol=1e-6)
-    for folded, written_out in zip(*gradients, strict=True):
-        torch.testing.assert_close(folded, written_out, rtol=1e-4, atol=1e-5)
-
-
-def test_backbone_refuses_a_step_map_of_the_wrong_width(smoke_params):
-    backbone = Backbone(smoke_params.model, 6, 2, smoke_params.model.hidden)
-    inputs = torch.randn(6, 7, 3)
-    with pytest.raises(ValueError, match=r"the step map's weight is \(15, 3\); this backbone needs \(16, 3\)"):
-        backbone(inputs, (torch.randn(15, 3), None), torch.randn(6, 2), torch.arange(6))
-
-
-def test_stacked_lstm_and_dropout_draw_what_torch_draws():
-    """StackedLSTM runs one layer at a time so that its between-layer dropout can be drawn for more steps than it
-    computes: with the same seed it has nn.LSTM's initial weights, outputs and dropout draws (time-major), and it
-    loads an nn.LSTM state_dict (runs written before it); models.dropout draws nn.functional.dropout's numbers."""
-    torch.manual_seed(0)
-    reference = torch.nn.LSTM(5, 16, 3, batch_first=True, dropout=0.3)
-    torch.manual_seed(0)
-    stacked = StackedLSTM(5, 16, 3, 0.3)
-    for i, layer in enumerate(stacked.layers):
-        for name, weight in layer.named_parameters():
-            assert torch.equal(weight, getattr(reference, name.replace("_l0", f"_l{i}"))), (i, name)
-    torch.manual_seed(5)
-    loaded = StackedLSTM(5, 16, 3, 0.3)
-    loaded.load_state_dict(reference.state_dict())
-    x, state = torch.randn(4, 9, 5), (torch.randn(3, 4, 16), torch.randn(3, 4, 16))
-    torch.manual_seed(1)
-    want, _ = reference(x, state)
-    for model in (stacked, loaded):
-        torch.manual_seed(1)
-        assert torch.equal(model(x, state), want)
-    torch.manual_seed(1)
-    assert not torch.equal(stacked(x, state, noise_steps=12), want)  # the masks come from 12 steps' draws
-    torch.manual_seed(2)
-    want = torch.nn.functional.dropout(x, 0.3, True)
-    torch.manual_seed(2)
-    assert torch.equal(dropout(x, 0.3, True), want)

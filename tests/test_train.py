@@ -4,9 +4,7 @@ import json
 import os
 import re
 import subprocess
-import sys
 import threading
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -16,8 +14,6 @@ import torch
 from acgate import audit, runner, runs, train
 from acgate.dgp import simulate
 from acgate.layout import is_finished, method_dir
-from acgate.models import build
-from acgate.panel import Normalisers
 from acgate.runs import current_metrics
 
 
@@ -378,7 +374,7 @@ def test_cuda_request_without_a_gpu_is_a_clear_error():
 
 
 @pytest.mark.parametrize("method", ["acgate", "plain_lstm", "tft", "ganet"])
-def test_validation_pass_through_the_last_validation_step_is_bit_identical(smoke_params, panel, method):
+def test_the_cut_batch_predicts_what_the_whole_batch_predicts(smoke_params, panel, method):
     result = train.fit(panel, smoke_params, method, 0, quiet)
     cut = result.batch.through("val")
     val_steps = result.batch.masks["val"].any(dim=0).nonzero().flatten()
@@ -387,174 +383,4 @@ def test_validation_pass_through_the_last_validation_step_is_bit_identical(smoke
     with torch.no_grad():
         whole = result.model(*result.batch.inputs()).y_hat
         part = result.model(*cut.inputs()).y_hat
-    assert torch.equal(part, whole[:, : cut.lags.shape[1]])
-
-
-@pytest.mark.parametrize("method", ["acgate", "plain_lstm", "tft", "ganet"])
-def test_the_cut_training_step_draws_the_whole_batchs_noise_and_gives_its_gradient(smoke_params, panel, method):
-    """The training step computes the steps up to the last training target and draws its dropout and relaxed-gate
-    noise for the whole batch: the generator ends where the whole batch's step leaves it, and the losses and
-    gradients are the whole batch's. Drawn for the computed steps only, the generator ends elsewhere (so the next
-    step draws other numbers: the noise is there and the test can tell)."""
-    cfg = smoke_params.model
-    batch = train.Batch.build(panel, Normalisers.fit(panel), cfg.max_lag, torch.device("cpu"))
-    cut = batch.through("train")
-    assert cut.y.shape[1] < batch.y.shape[1]
-
-    def step(b, noise_steps=None):
-        torch.manual_seed(3)
-        model = build(cfg, method, panel.n_entities, panel.X.shape[2], panel.P.shape[1], panel.S.shape[1])
-        losses = train._train_step(model, train.Adam(model.parameters(), lr=0.0), b, smoke_params, noise_steps)
-        grads = [torch.zeros_like(p) if p.grad is None else p.grad for p in model.parameters()]
-        return losses, grads, torch.get_rng_state()
-
-    whole, same, other = step(batch), step(cut, noise_steps=batch.y.shape[1]), step(cut)
-    assert torch.equal(same[2], whole[2]) and not torch.equal(other[2], whole[2])
-    np.testing.assert_allclose(same[0], whole[0], rtol=1e-6)
-    for a, b in zip(same[1], whole[1], strict=True):
-        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)
-
-
-@pytest.mark.parametrize("method", ["no_ac_encoder", "tft"])
-def test_adam_is_torchs_fused_adam_to_the_bit(smoke_params, panel, method):
-    """``train.Adam`` gives the parameters of ``torch.optim.Adam(..., fused=True)`` to the bit, step after step, with
-    the training step's clipping in between; No-AC-Encoder has parameters without a gradient (its encoder), which
-    both leave alone."""
-    cfg = smoke_params.model
-    batch = train.Batch.build(panel, Normalisers.fit(panel), cfg.max_lag, torch.device("cpu")).through("train")
-
-    def trained(make):
-        torch.manual_seed(5)
-        model = build(cfg, method, panel.n_entities, panel.X.shape[2], panel.P.shape[1], panel.S.shape[1])
-        optimiser = make(list(model.parameters()))
-        optimiser.params = list(model.parameters())  # the list _train_step clips; torch's Adam keeps param_groups
-        for _ in range(4):
-            train._train_step(model, optimiser, batch, smoke_params)
-        return list(model.parameters())
-
-    ours = trained(lambda params: train.Adam(params, lr=0.01))
-    reference = trained(lambda params: torch.optim.Adam(params, lr=0.01, fused=True))
-    assert (method == "no_ac_encoder") == any(p.grad is None for p in ours)
-    for a, b in zip(ours, reference, strict=True):
-        assert torch.equal(a, b)
-
-
-@pytest.mark.parametrize("method", ["no_ac_encoder", "tft"])
-@pytest.mark.parametrize("factor", [0.1, 10.0])  # max_norm below the gradients' norm (scaled down), and above it
-def test_clip_grad_norm_is_torchs_to_the_bit(smoke_params, panel, method, factor):
-    """``train.clip_grad_norm`` scales the gradients as ``torch.nn.utils.clip_grad_norm_`` does, to the bit;
-    No-AC-Encoder's encoder has no gradient, which both leave alone."""
-    cfg = smoke_params.model
-    batch = train.Batch.build(panel, Normalisers.fit(panel), cfg.max_lag, torch.device("cpu")).through("train")
-    torch.manual_seed(5)
-    model = build(cfg, method, panel.n_entities, panel.X.shape[2], panel.P.shape[1], panel.S.shape[1])
-    out = model(*batch.inputs())
-    train.masked_mse(out.y_hat, batch.y, batch.masks["train"]).backward()
-    params = list(model.parameters())
-    before = [None if p.grad is None else p.grad.clone() for p in params]
-    max_norm = factor * float(torch.linalg.vector_norm(torch.cat([g.flatten() for g in before if g is not None])))
-    train.clip_grad_norm(params, max_norm)
-    ours = [None if p.grad is None else p.grad.clone() for p in params]
-    for p, grad in zip(params, before, strict=True):
-        p.grad = grad.clone() if grad is not None else None
-    torch.nn.utils.clip_grad_norm_(params, max_norm)
-    assert (method == "no_ac_encoder") == any(g is None for g in ours)
-    for a, b in zip(ours, (p.grad for p in params), strict=True):
-        assert (a is None and b is None) or torch.equal(a, b)
-    changed = [not torch.equal(a, g) for a, g in zip(ours, before, strict=True) if g is not None and g.any()]
-    assert all(changed) if factor < 1 else not any(changed)
-
-
-def test_adam_counts_the_steps_of_each_parameter_as_torch_does():
-    """A parameter without a gradient at some step is not stepped and its count stands still, as in
-    ``torch.optim.Adam(..., fused=True)``; the parameters agree to the bit after every step, also when the set of
-    parameters with a gradient changes (a parameter drops out, comes back, or gets its first gradient late)."""
-    pattern = [(1, 1, 0), (1, 0, 0), (1, 1, 1), (0, 1, 1), (1, 1, 1), (1, 1, 1)]  # which parameter has a gradient
-
-    def trajectory(make):
-        torch.manual_seed(3)
-        params = [torch.randn(4, 3, requires_grad=True), torch.randn(5, requires_grad=True),
-                  torch.randn(2, 2, requires_grad=True)]
-        optimiser, seen = make(params), []
-        for step, has in enumerate(pattern):
-            grads = torch.Generator().manual_seed(step)
-            for p, h in zip(params, has, strict=True):
-                p.grad = torch.randn(p.shape, generator=grads) if h else None
-            optimiser.step()
-            seen.append([p.detach().clone() for p in params])
-        return seen
-
-    ours = trajectory(lambda params: train.Adam(params, lr=0.1))
-    reference = trajectory(lambda params: torch.optim.Adam(params, lr=0.1, fused=True))
-    for mine, theirs in zip(ours, reference, strict=True):
-        for a, b in zip(mine, theirs, strict=True):
-            assert torch.equal(a, b)
-
-
-def test_adam_wants_one_device_and_one_dtype():
-    with pytest.raises(ValueError, match="one device and one dtype"):
-        train.Adam([torch.zeros(2, requires_grad=True), torch.zeros(2, dtype=torch.float64, requires_grad=True)], 0.1)
-
-
-def test_training_does_not_import_the_compiler():
-    """``fit`` leaves ``torch._dynamo`` unimported (a torch.optim optimiser imports it when built: 1-1.3 s a
-    process), in a fresh process."""
-    probe = ("import dataclasses, sys\n"
-             "from acgate import train\n"
-             "from acgate.config import load_params\n"
-             "from acgate.dgp import simulate\n"
-             "params = load_params(*sys.argv[1:])\n"
-             "params = dataclasses.replace(params, train=dataclasses.replace(params.train, max_epochs=2))\n"
-             "panel = simulate(params.synthetic, 0, params.split.val_start, params.split.test_start)\n"
-             "train.fit(panel, params, 'acgate', 0, lambda _: None)\n"
-             "print('torch._dynamo' in sys.modules)\n")
-    root = Path(__file__).resolve().parents[1] / "params"
-    done = subprocess.run([sys.executable, "-c", probe, str(root / "synthetic_linear.yaml"), str(root / "smoke.yaml")],
-                          capture_output=True, text=True, check=True)
-    assert done.stdout.split()[-1] == "False"
-
-
-MALLOC_PROBE = """
-import ctypes, dataclasses, sys
-import torch
-from acgate import train
-from acgate.config import load_params
-from acgate.dgp import simulate
-class MallInfo2(ctypes.Structure):
-    _fields_ = [(name, ctypes.c_size_t) for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
-                                                     "fsmblks", "uordblks", "fordblks", "keepcost")]
-mallinfo = ctypes.CDLL(None).mallinfo2
-mallinfo.restype = MallInfo2
-if sys.argv[1] == "without":
-    train.keep_freed_memory = lambda: None
-params = load_params(*sys.argv[2:])
-params = dataclasses.replace(params, train=dataclasses.replace(params.train, max_epochs=1))
-panel = simulate(params.synthetic, 0, params.split.val_start, params.split.test_start)
-train.fit(panel, params, "acgate", 0, lambda _: None)
-before = mallinfo()
-block = torch.ones(6 * 2**20)  # 24 MiB, as big as the activations of a large panel
-during = mallinfo()
-del block
-after = mallinfo()
-print(during.hblkhd - before.hblkhd, during.uordblks - before.uordblks, during.arena - after.arena)
-"""
-
-
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc settings: Linux only")
-def test_a_training_process_keeps_the_memory_it_frees_for_its_next_step():
-    """After ``fit``, a 24 MiB tensor comes from malloc's heap (not a mapping of its own that is handed back when it
-    is freed) and the heap keeps it once freed, so the next training step reuses those pages instead of faulting
-    them in again (docs/speed.md). Without ``keep_freed_memory`` (the second process) glibc maps the block apart."""
-    root = Path(__file__).resolve().parents[1] / "params"
-
-    def probe(setting: str) -> list[int]:
-        """Bytes the block took in a mapping of its own and from the heap, and bytes of heap given back when freed
-        (the heap may have had free room for part of it, so its growth alone says too little)."""
-        done = subprocess.run([sys.executable, "-c", MALLOC_PROBE, setting, str(root / "synthetic_linear.yaml"),
-                               str(root / "smoke.yaml")], capture_output=True, text=True, check=True)
-        return [int(value) for value in done.stdout.split()[-3:]]
-
-    mapped, from_heap, given_back = probe("with")
-    assert mapped == 0 and from_heap >= 24 * 2**20 and given_back == 0, (mapped, from_heap, given_back)
-    mapped, from_heap, given_back = probe("without")
-    assert mapped >= 24 * 2**20 and from_heap < 24 * 2**20, (mapped, from_heap, given_back)
+    torch.testing.assert_close(part, whole[:, : cut.lags.shape[1]], rtol=1e-6, atol=1e-7)

@@ -48,6 +48,7 @@ from pathlib import Path
 
 import nbformat
 import torch
+from torch.overrides import TorchFunctionMode
 
 from acgate.config import CLOSED_FORM_METHODS, METHODS, Params, load_params
 from acgate.layout import panel_dir, project_root
@@ -80,15 +81,33 @@ def lstm_flops(input_size: int, hidden: int, layers: int, batch: int, steps: int
     return float(sum(2 * batch * steps * 4 * hidden * (i + hidden) for i in sizes))
 
 
+class LSTMFlops(TorchFunctionMode):
+    """Counts the products of every ``torch.lstm`` call made inside it (an nn.LSTM's forward makes one), from the
+    shapes it is called with: the fused LSTM kernel is invisible to PyTorch's FlopCounterMode. A call with gradients
+    counts three passes (forward, and the input and weight gradients)."""
+
+    def __init__(self):
+        super().__init__()
+        self.flops = 0.0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if getattr(func, "__name__", "") == "lstm" and args and isinstance(args[0], torch.Tensor):
+            x, weights = args[0], args[2]
+            hidden, layers = weights[1].shape[1], len(weights) // 4
+            passes = 3 if torch.is_grad_enabled() else 1
+            self.flops += passes * lstm_flops(x.shape[-1], hidden, layers, x.shape[0], x.shape[1])
+        return func(*args, **kwargs)
+
+
 def epoch_flops(params: Params, seed: int = 0, method: str = "acgate") -> float:
     """Floating-point operations of one training epoch of ``method`` as ``train.fit`` runs it: the training
     forward and backward pass (through the last training target) and the validation forward pass (through the last
-    validation step). Matrix
-    products outside the LSTM are counted by PyTorch's FlopCounterMode; the fused LSTM kernel is not visible to
-    it, so its products are counted from the shapes it is called with (:func:`lstm_flops`; backward = twice forward)."""
+    validation step). Matrix products outside the LSTM are counted by PyTorch's FlopCounterMode, the LSTM's by
+    :class:`LSTMFlops`."""
     from torch.utils.flop_counter import FlopCounterMode
 
-    from acgate.models import StackedLSTM, build
+    from acgate.models import build
     from acgate.panel import Normalisers
     from acgate.prep import panel_for_training
     from acgate.train import Batch, masked_mse, recon_loss
@@ -97,27 +116,16 @@ def epoch_flops(params: Params, seed: int = 0, method: str = "acgate") -> float:
     cfg = params.model
     batch = Batch.build(panel, Normalisers.fit(panel), cfg.max_lag, torch.device("cpu"))
     model = build(cfg, method, panel.n_entities, panel.X.shape[2], panel.P.shape[1], panel.S.shape[1])
-    lstm = []
-
-    def record(module, inputs, _output):
-        x = inputs[0]  # (N, T', inputs of the first layer: its own, or the ones folded into it)
-        passes = 3 if torch.is_grad_enabled() else 1  # forward, plus backward (input and weight gradients)
-        hidden = module.layers[0].hidden_size
-        lstm.append(passes * lstm_flops(x.shape[-1], hidden, len(module.layers), x.shape[0], x.shape[1]))
-
-    hooks = [m.register_forward_hook(record) for m in model.modules() if isinstance(m, StackedLSTM)]
-    with FlopCounterMode(display=False) as counter:
+    with FlopCounterMode(display=False) as counter, LSTMFlops() as lstm:
         train_batch = batch.through("train")
-        out = model(*train_batch.inputs(), noise_steps=batch.y.shape[1])
+        out = model(*train_batch.inputs())
         task = masked_mse(out.y_hat, train_batch.y, train_batch.masks["train"])
         recon = recon_loss(out.p_hat, batch.proxies, cfg.recon_anchor_weight) if out.p_hat is not None else 0
         (task + model.recon_weight * recon).backward()
         model.eval()
         with torch.no_grad():
             model(*batch.through("val").inputs())
-    for hook in hooks:
-        hook.remove()
-    return float(counter.get_total_flops()) + sum(lstm)
+    return float(counter.get_total_flops()) + lstm.flops
 
 
 def _params(domain: str, profile: str) -> Params:
