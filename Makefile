@@ -23,7 +23,7 @@
 #                         data/processed); BENCH="--repeats 5 --domains synthetic_linear" to narrow
 #   make data             download the official input files into data/raw (or $ACGATE_RAW_DIR)
 #   make example          generate the example panel data/raw/example_panel.csv (params/example_panel.yaml)
-#   make test             ruff + pytest (unit, notebook, nbval and workflow tests; about 5 minutes on 2 cores)
+#   make test             ruff, mypy and pytest (unit, notebook, nbval and workflow tests; about 11 minutes on 2 cores)
 #   make lab              JupyterLab on the repository; notebooks/*.py open as notebooks (Jupytext), and saving one
 #                         writes a paired .ipynb beside it (git-ignored; the .py file stays the source). LAB="--port
 #                         8890 --no-browser" passes options to `jupyter lab`; as root (a container) it adds
@@ -97,16 +97,17 @@ unlock: setup
 	$(SNAKEMAKE) --unlock $(if $(CONFIG),--config $(CONFIG))
 
 bench: setup
-	$(PY) -m acgate.bench $(BENCH)
+	$(PY) -m acgate.tools.bench $(BENCH)
 
 data: setup
-	$(PY) -m acgate.sources download
+	$(PY) -m acgate.data.sources download
 
 example: setup
-	$(PY) -m acgate.example
+	$(PY) -m acgate.data.example
 
 lint: setup
 	$(VENV)/bin/ruff check lib tests notebooks
+	$(VENV)/bin/mypy
 
 test: lint
 	$(PY) -m pytest

@@ -11,7 +11,7 @@
 # %% [markdown]
 # # 01 Data prep: from official files (or your CSV) to a cleaned panel
 #
-# Loads a real domain's inputs and applies the cleaning rules (`lib/acgate/prep.py`):
+# Loads a real domain's inputs and applies the cleaning rules (`lib/acgate/data/prep.py`):
 #
 # - positivity filters;
 # - an entity missing share of at most 15 %;
@@ -37,11 +37,11 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from acgate import prep
+from acgate.data import prep
+from acgate.data.sources import input_files
 from acgate.layout import grid_folders, panel_dir
-from acgate.notebook import resolve
+from acgate.notebook.resolve import resolve
 from acgate.runs import manifest
-from acgate.sources import input_files
 
 params, root = resolve(domain, params_file, profile_file)
 data_root = root / grid_folders([profile_file], data_dir=data_dir)["data_dir"]  # a profile's own with one

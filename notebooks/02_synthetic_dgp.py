@@ -29,9 +29,9 @@ data_dir: str = ""  # panels go to <data_dir>/processed/; empty: data, or runs/<
 import matplotlib.pyplot as plt
 import numpy as np
 
-from acgate.dgp import load_or_simulate
+from acgate.data.dgp import load_or_simulate
 from acgate.layout import grid_folders, panel_dir
-from acgate.notebook import resolve
+from acgate.notebook.resolve import resolve
 
 params, root = resolve(domain, params_file, profile_file)
 data_root = root / grid_folders([profile_file], data_dir=data_dir)["data_dir"]  # a profile's own with one

@@ -37,10 +37,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from acgate.data.prep import panel_for_training
 from acgate.layout import grid_folders, method_dir
-from acgate.notebook import resolve
-from acgate.prep import panel_for_training
-from acgate.runner import run_method
+from acgate.models.runner import run_method
+from acgate.notebook.resolve import resolve
 
 params, root = resolve(domain, params_file, profile_file)
 folders = grid_folders([profile_file], runs_dir, data_dir)  # a profile's own, when one is set

@@ -49,12 +49,13 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from IPython.display import display
 
-from acgate import audit_figures
-from acgate.audit import audit_domain, load_panel, over_seeds
-from acgate.audit_report import lags_differ_rate, rate_warning, write_audit_report
+from acgate.audit.domain_audit import audit_domain, over_seeds
+from acgate.audit.panel_matched import RECORD, current_rates
+from acgate.audit.run_folders import load_panel
 from acgate.layout import audit_dir, grid_folders, panel_matched_dir
-from acgate.notebook import resolve
-from acgate.panel_matched import RECORD, current_rates
+from acgate.notebook.resolve import resolve
+from acgate.report import audit_figures
+from acgate.report.audit_page import lags_differ_rate, rate_warning, write_audit_report
 
 # %% [markdown]
 # ## The audit

@@ -16,7 +16,7 @@
 # reports about these domains next to ours.
 #
 # - **Inputs**: `runs/<domain>/seed<NN>/<method>/metrics.json` (03_train), `runs/<domain>/audit/` (04_audit),
-#   `data/processed/<domain>/stratifiers.csv` (01_data_prep), `lib/acgate/paper_numbers.yaml` (the paper's
+#   `data/processed/<domain>/stratifiers.csv` (01_data_prep), `lib/acgate/report/paper_numbers.yaml` (the paper's
 #   numbers).
 # - **Outputs**: `tables/<name>.{csv,tex,md}` (numbers in the CSV; "mean (sd)" cells in LaTeX and Markdown),
 #   `figures/<name>.{png,pdf}`, and `tables/run_manifest.json`: the code version, machine, packages and
@@ -35,8 +35,8 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from IPython.display import Markdown, display
 
-from acgate import diagrams, figures, render, report
 from acgate.layout import project_root
+from acgate.report import diagrams, figures, paper_tables, render
 from acgate.runs import write_json
 
 root = project_root()
@@ -51,18 +51,18 @@ pd.set_option("display.width", 200, "display.max_columns", 30, "display.max_colw
 # form. A table whose inputs are absent (say, the real panels without their data) is skipped.
 
 # %%
-tables, results = report.build_tables(runs_root, domains)
+tables, results = paper_tables.build_tables(runs_root, domains)
 for name, frame in tables.items():
-    render.write_table(frame, tables_root, name, report.caption(name), report.latex_view(name, frame))
+    render.write_table(frame, tables_root, name, paper_tables.caption(name), paper_tables.latex_view(name, frame))
 print(f"{len(tables)} tables written to {tables_root}: {', '.join(tables)}")
-skipped = [name for name in report.TABLES if name not in tables]
+skipped = [name for name in paper_tables.TABLES if name not in tables]
 print("not supported by these runs:", ", ".join(skipped) or "none")
 
 # %%
 for name in ("synthetic_summary", "verdict_matrix", "neural_vs_classical", "proxy_shuffle",
              "controlled_comparison"):
     if name in tables:
-        display(Markdown(f"**{name}**: {report.caption(name)}"), render.display(tables[name]))
+        display(Markdown(f"**{name}**: {paper_tables.caption(name)}"), render.display(tables[name]))
 
 # %% [markdown]
 # ## Figures
@@ -113,10 +113,11 @@ else:
 # made by different code are named here.
 
 # %%
-record = report.run_manifest(runs_root, results, list(tables), [n for n, f in drawn.items() if f is not None])
+record = paper_tables.run_manifest(runs_root, results, list(tables), [n for n, f in drawn.items() if f is not None])
 write_json(tables_root / "run_manifest.json", record)
 times_file = tables_root / "suite_times.json"
-write_json(times_file, report.suite_times(record, json.loads(times_file.read_text()) if times_file.is_file() else {}))
+earlier_times = json.loads(times_file.read_text()) if times_file.is_file() else {}
+write_json(times_file, paper_tables.suite_times(record, earlier_times))
 if record["code_versions"]:
     print(f"WARNING: {record['code_versions']}\n")
 print(json.dumps({k: v for k, v in record.items() if k != "packages"}, indent=1))

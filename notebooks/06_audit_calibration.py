@@ -37,7 +37,7 @@
 # none is supported; 30 of a positive one put the power's lower bound at 88 % when all are.
 #
 # The calibration takes about 40 minutes on 2 cores, so `make paper` keeps a calibration measured under the current
-# rules (`RULES_VERSION` of `acgate.verdicts`, recorded in `audit_calibration.json` beside the table) and says so;
+# rules (`RULES_VERSION` of `acgate.audit.verdicts`, recorded in `audit_calibration.json` beside the table) and says so;
 # `make calibrate` measures it again.
 #
 # - **Inputs**: `params/audit_calibration.yaml`.
@@ -46,7 +46,7 @@
 
 # %% tags=["parameters"]
 params_file: str = "params/audit_calibration.yaml"  # panel sizes, methods, training and audit settings
-scenarios: list = []  # scenarios to run; empty means all of acgate.calibration.SCENARIOS
+scenarios: list = []  # scenarios to run; empty means all of acgate.audit.calibration.SCENARIOS
 negative_replicates: int = 50  # replicate audits of each negative control
 positive_replicates: int = 30  # replicate audits of each positive control
 jobs: int = 0  # replicates run at once, each in its own single-thread process (1: one after another, in the
@@ -62,9 +62,10 @@ import time
 import pandas as pd
 from IPython.display import display
 
-from acgate import calibration, figures, render
+from acgate.audit import calibration
 from acgate.config import load_params
 from acgate.layout import project_root
+from acgate.report import figures, render
 from acgate.runs import atomic_write
 
 root = project_root()
@@ -107,7 +108,7 @@ display(table.pivot_table(index=["control", "scenario"], columns=["reference", "
                           values="share_supported"))
 
 # %%
-fig = calibration.calibration_figure(table)
+fig = figures.calibration_figure(table)
 figures.save_figure(fig, root / figures_dir, "audit_calibration")
 # last: the record that lets a grid keep this calibration, written once the table and the figure are
 calibration.write_record(root / tables_dir, params, names, negative_replicates, positive_replicates, minutes, workers)

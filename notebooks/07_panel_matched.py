@@ -15,7 +15,7 @@
 # 24 steps). Power and size depend on the panel: its entities, its time span, its splits, how much of the target
 # the lagged inputs explain, how noisy and how persistent the rest is. This notebook measures them on surrogates of
 # the domain's own panel, which keep its entities, time span, splits, features, proxies and stratifiers and replace
-# only the target (`lib/acgate/panel_matched.py` says how):
+# only the target (`lib/acgate/audit/panel_matched.py` says how):
 #
 # - **nulls**, one lag curve for every entity (the pooled distributed lag fitted to the panel), with noise at the
 #   panel's residual scale and persistence (`one_curve`), and with the proxies setting the size of the lagged
@@ -46,7 +46,7 @@ runs_dir: str = ""  # the study goes to <runs_dir>/<domain>/panel_matched/; empt
 data_dir: str = ""  # the panel is read from <data_dir>/processed/<domain>/; empty: data, or <runs_dir>/data
 tables_dir: str = ""  # <domain>_panel_matched.{csv,md,tex,json} go here; empty: tables, or <runs_dir>/tables
 figures_dir: str = ""  # <domain>_panel_matched.{png,pdf} go here; empty: figures, or <runs_dir>/figures
-scenarios: list = []  # scenarios to run; empty means every one the panel allows (acgate.panel_matched.SCENARIOS)
+scenarios: list = []  # scenarios to run; empty means every one the panel allows (acgate.audit.panel_matched.SCENARIOS)
 replicates: int = 20  # surrogate audits of each scenario (the classical family in every one)
 neural_replicates: int = 2  # of those, how many also train the AC-GATE family (the first of each scenario)
 seeds: int = 5  # seeds a replicate trains (5: the fewest whose one-sided Wilcoxon can reach p < 0.05); 0: n_seeds
@@ -59,10 +59,11 @@ import time
 import pandas as pd
 from IPython.display import display
 
-from acgate import calibration, figures, panel_matched, render
+from acgate.audit import calibration, panel_matched
+from acgate.data.panel import Panel
 from acgate.layout import grid_folders, panel_dir, panel_matched_dir
-from acgate.notebook import resolve
-from acgate.panel import Panel
+from acgate.notebook.resolve import resolve
+from acgate.report import figures, render
 from acgate.runs import atomic_write
 
 params, root = resolve(domain, params_file, profile_file)
@@ -132,7 +133,7 @@ for reference, layers in rates.items():
 pd.set_option("display.width", 200, "display.max_rows", 200)
 display(table[table.rule == "calibrated"].pivot_table(index=["control", "scenario"], columns=["reference", "layer"],
                                                       values="share_supported"))
-fig = calibration.calibration_figure(table)
+fig = figures.calibration_figure(table)
 figures.save_figure(fig, root / folders["figures_dir"], f"{params.domain}_panel_matched")
 # last: the record the audit reads (and its copy beside the table), written once the table and the figure are
 for folder, name in ((out, panel_matched.RECORD), (tables, f"{params.domain}_panel_matched.json")):

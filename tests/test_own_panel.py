@@ -6,9 +6,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from acgate import audit, prep, runner
+from acgate.audit import domain_audit as audit
 from acgate.config import load_params
-from acgate.example import example_frame, write_example
+from acgate.data import prep
+from acgate.data.example import example_frame, write_example
+from acgate.models import runner
 
 ROOT = Path(__file__).resolve().parents[1]
 

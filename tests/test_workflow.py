@@ -21,9 +21,9 @@ import pytest
 import yaml
 from snakemake.cli import parse_args
 
-from acgate import calibration
+from acgate.audit import calibration
 from acgate.config import load_params
-from acgate.example import write_example
+from acgate.data.example import write_example
 
 ROOT = Path(__file__).resolve().parents[1]
 

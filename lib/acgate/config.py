@@ -27,8 +27,8 @@ import yaml
 # AC-GATE, its ablations, and AC-GATE trained on proxies permuted across entities (the calibrated L1's comparator)
 GATE_METHODS = ("acgate", "no_ac_encoder", "uniform_lag", "no_recon_reg", "shuffled_proxies", "proxy_shared_gate")
 NEURAL_BASELINES = ("plain_lstm", "tft", "ganet")
-# the classical yardstick (acgate.classical): the moderated distributed lag, its shared-lag and shuffled-proxy twins
-# (the comparators of its own heterogeneity verdict) and the two-stage shrinkage model
+# the classical yardstick (acgate.models.classical): the moderated distributed lag, its shared-lag and shuffled-proxy
+# twins (the comparators of its own heterogeneity verdict) and the two-stage shrinkage model
 CLASSICAL_METHODS = ("moderated_dl", "shared_dl", "shuffled_dl", "proxy_scaled_dl", "two_stage_dl")
 METHODS = GATE_METHODS + NEURAL_BASELINES + ("grouped_ardl",) + CLASSICAL_METHODS
 CLOSED_FORM_METHODS = ("grouped_ardl", *CLASSICAL_METHODS)  # numpy fits: no epochs, always on the CPU
@@ -183,7 +183,7 @@ class SyntheticConfig:
 
 @dataclass(frozen=True)
 class DataConfig:
-    """A real panel: its source and its cleaning rules (lib/acgate/prep.py)."""
+    """A real panel: its source and its cleaning rules (lib/acgate/data/prep.py)."""
 
     loader: str = _param("csv", "pwt (PWT 11.0), owid_wgi (OWID energy + CO2 data and WGI) or csv (your long CSV)",
                          _one_of(*LOADERS), required=True)
@@ -257,7 +257,7 @@ class TrainConfig:
     device: str = _param("auto", "auto (CUDA when present, else CPU), cpu or cuda", _one_of("auto", "cpu", "cuda"))
     threads: int = _param(1, "CPU threads per run (keeps parallel jobs from oversubscribing cores)", _int_at_least(1))
     log_every: int = _param(25, "print a progress line every this many epochs (training without a progress bar, "
-                                "as acgate.train.fit runs by default; the notebooks show a bar instead)",
+                                "as acgate.models.train.fit runs by default; the notebooks show a bar instead)",
                             _int_at_least(1))
 
 
@@ -497,7 +497,7 @@ def reference_markdown() -> str:
         for f in dataclasses.fields(cls):
             if f.name in SECTIONS:
                 continue
-            default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+            default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc,operator]
             allowed = f.metadata["check"](probe)
             key = f"{prefix}.{f.name}" if prefix else f.name
             shown = "required" if f.metadata["required"] else f"`{default}`"

@@ -1,0 +1,378 @@
+"""Audit calibration: replicate audits of panels whose truth is known, to measure how often each verdict says
+"supported" where it must not (negative controls) and where it should (positive controls).
+
+A replicate is a full audit of fresh panel draws with their own seeds: every seed draws its panel, the methods the
+rules need are trained on it (AC-GATE, the shared gate No-AC-Encoder, the shuffled-proxy gate and the Proxy
+Shared-Gate; the moderated distributed lag with its shared-lag, shuffled-proxy and proxy-scaled twins), and
+:func:`acgate.audit.domain_audit.audit_domain` reads the artifacts back exactly as it does for a paper domain.
+Each replicate gives the verdicts of both references, AC-GATE and the moderated distributed lag, under the paper's
+rules, the calibrated rules and the calibrated rules with the practical spread threshold at zero, and the lags-differ
+statement.
+
+Scenarios (the sizes come from ``params/audit_calibration.yaml``):
+
+- negative controls, where the proxies hold no lag information: ``homogeneous_lags`` (every entity has the same
+  lag), ``noise_target`` (the target is independent noise), ``constant_target``, ``shuffled_proxies`` (the proxies
+  are permuted across entities before anything sees them), ``lag_free`` (no training: k* is a fixed random function
+  of the proxies and every method's forecast is persistence), ``effect_size`` and ``noise_scale`` (the same lags for
+  all; the proxies' z sets the size of the lagged effect, or the noise), ``ar_noise`` (the same lags, AR(1) noise),
+  ``threshold_driver`` (the same lags, a hinge driver) and ``random_lags`` (lags that differ apart from the proxies);
+- positive controls, with lags that differ by entity as the moderator says: ``linear``, ``nonlinear``,
+  ``two_regime`` (lag 3 where the moderator z >= 0.5, lag K below) and ``weak_proxies`` (the linear map seen
+  through noisier proxies).
+
+The lags-differ statement has its own truth (:attr:`Scenario.lags_differ`): the lags differ in ``shuffled_proxies``,
+``lag_free`` (whose panel has linear lags) and ``random_lags`` too.
+
+Every panel gets the stratifier ``noisy_moderator`` (the moderator plus noise, Spearman about 0.9 with it and with
+the first proxy: under the 0.95 circularity threshold one proxy at a time) beside the DGP's ``latent_z`` and
+``noise``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import multiprocessing
+import time
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from acgate import statistics
+from acgate.audit import domain_audit as audit
+from acgate.audit.verdicts import FAMILIES, LAYERS, RULES_VERSION, aligned_stratifiers
+from acgate.config import AuditConfig, Params
+from acgate.data import dgp
+from acgate.data.panel import SPLITS, Panel
+from acgate.layout import audit_dir, method_dir, panel_dir
+from acgate.models.baselines import persistence
+from acgate.models.lags import lag_frame
+from acgate.runs import atomic_write, manifest, write_json
+
+MODERATOR_NOISE_SD = 0.12  # sd of the noise on the moderator z ~ U(0, 1) in the stratifier noisy_moderator
+
+
+SHUFFLE_SALT = 15_485_863  # the shuffled_proxies scenario's permutation, apart from the comparator method's
+
+
+EFFECT_SIZE = (0.25, 1.5)  # effect_size: the lagged term times a + b z, from a quarter to 1.75 times the DGP's
+
+
+NOISE_SCALE = 0.45  # noise_scale: N(0, 1) times this times z added to the target (sd 0.15 to about 0.47 in all)
+
+
+RANDOM_CENTRES = (3, 7)  # random_lags: lag centres drawn uniformly from these integers (sd 1.41 lags)
+
+
+WEAK_PROXY_NOISE_SD = 0.2  # weak_proxies: the proxies' noise sd (0.0525 in the DGP): Spearman about 0.8 with z
+
+
+AR_NOISE = (0.5, 0.3)  # ar_noise: AR(1) noise (coefficient, innovation sd) added to the target: sd 0.35 in all
+
+
+@dataclass(frozen=True)
+class Scenario:
+    control: str  # negative or positive: whether the proxies hold lag information (the truth of L1, L2 and L3)
+    dgp_scenario: str  # the lag-centre map of acgate.data.dgp
+    target: str = "dgp"  # dgp, or what replaces it: noise, constant, effect_size, noise_scale or random_lags
+    shuffle_proxies: bool = False
+    trained: bool = True
+    lags_differ: bool = True  # whether the entities' lags differ at all (the truth of the lags-differ statement)
+    synthetic: tuple = ()  # (name, value) overrides of params.synthetic
+    description: str = ""
+
+
+SCENARIOS = {
+    "homogeneous_lags": Scenario("negative", "constant", lags_differ=False,
+                                 description="every entity has lag centre 5"),
+    "noise_target": Scenario("negative", "linear", target="noise", lags_differ=False,
+                             description="target is N(0, 1) noise"),
+    "constant_target": Scenario("negative", "linear", target="constant", lags_differ=False,
+                                description="target is 1 everywhere"),
+    "shuffled_proxies": Scenario("negative", "linear", shuffle_proxies=True,
+                                 description="linear lags, proxies permuted across entities"),
+    "lag_free": Scenario("negative", "linear", trained=False,
+                         description="no training: k* = 5 + z-score of a random projection of the proxies"),
+    "effect_size": Scenario("negative", "constant", target="effect_size", lags_differ=False,
+                            description="lag centre 5 for all; the proxies' z sets the lagged effect's size "
+                                        f"(times {EFFECT_SIZE[0]} + {EFFECT_SIZE[1]} z)"),
+    "noise_scale": Scenario("negative", "constant", target="noise_scale", lags_differ=False,
+                            description=f"lag centre 5 for all; noise of sd {NOISE_SCALE} z added to the target"),
+    "ar_noise": Scenario("negative", "constant", target="ar_noise", lags_differ=False,
+                         description=f"lag centre 5 for all; AR(1) noise (coefficient {AR_NOISE[0]}, innovation sd "
+                                     f"{AR_NOISE[1]}) added to the target"),
+    "threshold_driver": Scenario("negative", "constant", lags_differ=False, synthetic=(("driver", "threshold"),),
+                                 description="lag centre 5 for all; the lagged inputs pass through a hinge, which a "
+                                             "linear distributed lag misrepresents"),
+    "random_lags": Scenario("negative", "constant", target="random_lags",
+                            description=f"lag centres drawn at random from {RANDOM_CENTRES[0]}..{RANDOM_CENTRES[1]}, "
+                                        "apart from the proxies"),
+    "linear": Scenario("positive", "linear", description="lag centre 3 + 7(1 - z)"),
+    "nonlinear": Scenario("positive", "nonlinear", description="lag centre 10(1 - z)^2"),
+    "two_regime": Scenario("positive", "two_regime", description="lag centre 3 for z >= 0.5, K below"),
+    "weak_proxies": Scenario("positive", "linear", synthetic=(("proxy_noise_sd", WEAK_PROXY_NOISE_SD),),
+                             description=f"lag centre 3 + 7(1 - z), proxy noise sd {WEAK_PROXY_NOISE_SD}"),
+}
+
+
+def lagged_part(x: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """(N, T) the DGP's lagged term sum_k w_ik x_i,t-k of inputs x (N, T) and lag weights (N, K) (zero before t = 0,
+    as in :func:`acgate.data.dgp.simulate`)."""
+    out = np.zeros_like(x)
+    for k in range(1, weights.shape[1] + 1):
+        out[:, k:] += weights[:, k - 1:k] * x[:, :-k]
+    return out
+
+
+def draw_panel(name: str, params: Params, panel_seed: int) -> Panel:
+    """One panel of scenario ``name``; all randomness from ``panel_seed``. The targets that replace the DGP's keep
+    its panel otherwise: effect_size and random_lags swap its lagged term (linear driver) for another."""
+    scenario = SCENARIOS[name]
+    cfg = dataclasses.replace(params.synthetic, scenario=scenario.dgp_scenario, **dict(scenario.synthetic))
+    panel = dgp.simulate(cfg, panel_seed, params.split.val_start, params.split.test_start)
+    rng = np.random.default_rng([panel_seed, 1])  # apart from the DGP's own stream
+    z = panel.truth["z"]
+    panel.stratifiers["noisy_moderator"] = z + rng.normal(0, MODERATOR_NOISE_SD, len(z))
+    y, x = panel.Y.astype(float), panel.X[:, :, 0].astype(float)
+    if scenario.target in ("effect_size", "random_lags") and cfg.driver != "linear":
+        raise ValueError(f"scenario {name} swaps the DGP's lagged term, which it computes for the linear driver only")
+    lagged = lagged_part(x, panel.truth["lag_weights"])
+    if scenario.target == "noise":
+        y = rng.normal(0, 1, y.shape)
+    elif scenario.target == "constant":
+        y = np.ones_like(y)
+    elif scenario.target == "effect_size":
+        y = y + (EFFECT_SIZE[0] + EFFECT_SIZE[1] * z - 1)[:, None] * lagged
+    elif scenario.target == "noise_scale":
+        y = y + rng.normal(0, 1, y.shape) * (NOISE_SCALE * z)[:, None]
+    elif scenario.target == "ar_noise":
+        innovations = rng.normal(0, AR_NOISE[1], y.shape)
+        noise = np.zeros_like(y)
+        for t in range(1, y.shape[1]):
+            noise[:, t] = AR_NOISE[0] * noise[:, t - 1] + innovations[:, t]
+        y = y + noise
+    elif scenario.target == "random_lags":
+        centre = rng.integers(RANDOM_CENTRES[0], RANDOM_CENTRES[1] + 1, len(z))
+        weights = dgp.lag_weights(centre, cfg.lag_horizon, cfg.lag_width)
+        y = y - lagged + lagged_part(x, weights)
+        panel.truth.update(kstar_true=centre.astype(float), lag_weights=weights,
+                           dgp_mean_lag=weights @ np.arange(1, cfg.lag_horizon + 1))
+    panel.Y = y.astype(np.float32)
+    if scenario.shuffle_proxies:
+        panel = panel.with_shuffled_proxies(panel_seed, SHUFFLE_SALT)[0]
+    return panel
+
+
+LAG_FREE_ROLES = {method: role for reference, twins in FAMILIES.items()  # each family's untrained stand-ins
+                  for method, role in ((reference, "reference"), (twins.shared, "shared"),
+                                       (twins.proxy, "shared"), (twins.shuffled, "shuffled"))}
+
+
+def _write_lag_free_runs(panel: Panel, params: Params, seed: int, runs_root: Path, projection: np.ndarray) -> None:
+    """Artifacts of the untrained lag-free control, the same for both references' families: k* a fixed function of
+    the proxies (the reference), a constant (the shared-lag twin) or the same function of permuted proxies (the
+    shuffled-proxy twin); persistence forecasts for all."""
+    preds = persistence(panel, params.model.max_lag)
+    standard = (panel.P - panel.P.mean(axis=0)) / panel.P.std(axis=0)
+    score = standard @ projection
+    shuffled = panel.with_shuffled_proxies(seed, SHUFFLE_SALT)[0]
+    shuffled_score = ((shuffled.P - panel.P.mean(axis=0)) / panel.P.std(axis=0)) @ projection
+    roles = {"reference": score, "shared": np.zeros_like(score), "shuffled": shuffled_score}
+    for method, role in LAG_FREE_ROLES.items():
+        values = roles[role]
+        kstar = 5 + (values - values.mean()) / values.std() if values.std() > 0 else np.full_like(values, 5.0)
+        table = lag_frame(panel, np.zeros((panel.n_entities, 1)), "structural (lag-free control)")
+        table["kstar"] = kstar
+        out = method_dir(runs_root, params.domain, seed, method)
+        atomic_write(out / "predictions.csv", lambda f: preds.to_csv(f, index=False))
+        atomic_write(out / "lags.csv", functools.partial(table.to_csv, index=False))
+        atomic_write(out / "history.csv", lambda f: f.write("epoch,train_loss,recon_loss,val_loss\n"))  # no training
+        write_json(out / "manifest.json", manifest(params.to_dict(), seed, "none", method=method,
+                                                   note="lag-free control, not trained"))
+        write_json(out / "metrics.json", {"params_hash": params.digest(), "panel_digest": panel.digest(),
+                                          "note": "lag-free control, not trained",
+                                          **{split: {"n": int((preds.split == split).sum())} for split in SPLITS}})
+
+
+def run_replicate(name: str, replicate: int, params: Params, root: Path) -> list[dict]:
+    """Train (or, for lag_free, write) every seed of one replicate under ``root`` and audit it; returns one record
+    per reference (AC-GATE, the moderated distributed lag) with both rule sets' verdicts, the L2 test alone, and the
+    seconds the replicate took."""
+    from acgate.models.runner import (
+        run_method,  # torch: imported where replicates train, not where a grid checks its plan
+    )
+
+    start = time.perf_counter()
+    scenario = SCENARIOS[name]
+    params = dataclasses.replace(params, domain=f"{name}_r{replicate:03d}")
+    runs_root, data_root = Path(root) / "runs", Path(root) / "data"
+    projection = np.random.default_rng([replicate, 2]).normal(size=len(dgp.PROXY_NAMES))
+    for seed in range(params.n_seeds):
+        # the lag-free control shares one panel across seeds (like a real panel); the others draw one per seed
+        panel_seed = 1_000 * (replicate + 1) + (0 if not scenario.trained else seed)
+        panel = draw_panel(name, params, panel_seed)
+        panel.save(panel_dir(data_root, params.domain, seed))
+        if not scenario.trained:
+            _write_lag_free_runs(panel, params, seed, runs_root, projection)
+            continue
+        for method in params.methods:
+            run_method(panel, params, method, seed, runs_root, log=lambda _: None)
+    result = audit.audit_domain(params, runs_root, data_root)
+    result.write(audit_dir(runs_root, params.domain))
+    return replicate_records(result, params.audit, {"scenario": name, "control": scenario.control,
+                                                    "lags_differ_truth": scenario.lags_differ, "replicate": replicate},
+                             round(time.perf_counter() - start, 2))
+
+
+def replicate_records(result: audit.AuditResult, cfg: AuditConfig, about: dict, seconds: float) -> list[dict]:
+    """One record per reference of a replicate's audit: ``about`` (scenario, control, lags_differ_truth, replicate),
+    the verdicts of both rule sets and of the calibrated ones with the practical spread threshold at zero, the L2
+    test alone (with the earlier strict lag-free test), the lags-differ statement, the mean spread of k*, and the
+    seconds the replicate took."""
+    at_zero = audit.judge(result, dataclasses.replace(cfg, practical_sd=0.0))
+    records = []
+    for reference, found in result.verdicts_by_reference.items():
+        if result.l1.empty or not (result.l1.method == reference).any():  # not run in this replicate
+            continue
+        record = {**about, "reference": reference, "seconds": seconds}
+        for rule, cells in (("paper", found["paper"]), ("calibrated", found["calibrated"]),
+                            ("calibrated_sd0", at_zero[reference]["calibrated"])):
+            record.update({f"{rule}_{layer}": cells[layer]["verdict"] for layer in LAYERS})
+        summary = result.l2_summary[(result.l2_summary.method == reference) & ~result.l2_summary.circular_joint]
+        alone = len(aligned_stratifiers(cfg, summary)) > 0
+        record["L2_test_alone"] = "supported" if alone else "not certified"
+        strict = statistics.holm(dict(zip(summary.stratifier, np.maximum(summary.alignment_p, summary.lag_free_p),
+                                          strict=True)))  # NaN stays NaN: an untested stratifier passes nothing
+        record["L2_strict_alone"] = ("supported" if np.nanmin([*strict.values(), 1.0]) < cfg.alpha
+                                     else "not certified")
+        record["lags_differ"] = result.lags_differ["verdict"]
+        record["kstar_sd"] = float(result.l1[result.l1.method == reference].kstar_sd.mean())
+        records.append(record)
+    return records
+
+
+def replicate_plan(names: list[str], negative: int, positive: int) -> list[tuple[str, int]]:
+    """(scenario, replicate) of every replicate audit: ``negative`` per negative control, ``positive`` per positive."""
+    return [(name, r) for name in names
+            for r in range(negative if SCENARIOS[name].control == "negative" else positive)]
+
+
+RECORD = "audit_calibration.json"  # beside the table: what the calibration measured, under which rules
+
+
+def settings(params: Params, names: list[str], negative: int, positive: int) -> dict:
+    """What a calibration's numbers depend on besides the code of the rules: the replicate panels and training (the
+    params digest), the audit settings, the methods, the seeds, the scenarios and the replicate counts."""
+    return {"params_digest": params.digest(), "audit": dataclasses.asdict(params.audit),
+            "methods": list(params.methods), "n_seeds": params.n_seeds, "scenarios": list(names),
+            "negative_replicates": negative, "positive_replicates": positive}
+
+
+def write_record(tables_dir: Path, params: Params, names: list[str], negative: int, positive: int,
+                 minutes: float, workers: int) -> None:
+    """``audit_calibration.json`` beside the table: the rules' version, the settings, the time and the provenance."""
+    write_json(Path(tables_dir) / RECORD, {"rules_version": RULES_VERSION,
+                                           "settings": settings(params, names, negative, positive),
+                                           "minutes": round(minutes, 1), "processes": workers,
+                                           **manifest(params.to_dict(), seed=-1, device="cpu")})
+
+
+def reusable(tables_dir: Path, params: Params, names: list[str], negative: int, positive: int) -> tuple[bool, str]:
+    """Whether the calibration in ``tables_dir`` was measured under the current rules (:data:`RULES_VERSION`) and
+    these settings, so a run of the workflow may keep it; and a sentence saying why or why not."""
+    path = Path(tables_dir) / RECORD
+    if not path.is_file() or not (Path(tables_dir) / "audit_calibration.csv").is_file():
+        return False, f"no calibration in {tables_dir}"
+    try:
+        record = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError, OSError) as err:
+        return False, f"the calibration record {path} is unreadable ({type(err).__name__})"
+    if not isinstance(record, dict):
+        return False, f"the calibration record {path} is not a JSON object"
+    if record.get("rules_version") != RULES_VERSION:
+        return False, (f"the calibration in {tables_dir} measured rules version {record.get('rules_version')}, the "
+                       f"rules are now version {RULES_VERSION}")
+    if record.get("settings") != json.loads(json.dumps(settings(params, names, negative, positive))):
+        return False, f"the calibration in {tables_dir} was measured under other settings"
+    return True, (f"the calibration in {tables_dir} measured the current rules (version {RULES_VERSION}, "
+                  f"{record.get('created_utc')}, {record.get('git_sha')}, {negative} replicates per negative and "
+                  f"{positive} per positive control): kept (make calibrate measures it again)")
+
+
+HEARTBEAT = 5.0  # seconds: with replicates in worker processes, a line at least this often while they run
+
+
+def run_replicates(plan: list[tuple[str, int]], work: Callable[[str, int], list[dict]], jobs: int = 1,
+                   log: Callable[[str], None] = print, label: str = "calibration") -> pd.DataFrame:
+    """Every (scenario, replicate) of ``plan`` through ``work`` (:func:`run_replicate` with its params and folder
+    bound, or :func:`acgate.audit.panel_matched.run_replicate`; in ``jobs`` fresh processes when more than one, so it
+    must pickle), one progress line per finished replicate (and, with worker processes, one every
+    :data:`HEARTBEAT` seconds without one); the records of every replicate in one table."""
+    records, start = [], time.perf_counter()
+    log(f"[{label} 0/{len(plan)}] {len(plan)} replicates, {max(jobs, 1)} at a time")
+
+    done = 0
+
+    def progress(found: list[dict]) -> None:
+        nonlocal done
+        records.extend(found)
+        done += 1
+        elapsed, left = time.perf_counter() - start, len(plan) - done
+        verdicts = ", ".join(f"{r['reference']} L1 {r['calibrated_L1']}, L2 {r['calibrated_L2']}" for r in found)
+        log(f"[{label} {done}/{len(plan)}] {found[0]['scenario']} replicate {found[0]['replicate']}: "
+            f"calibrated {verdicts} ({found[0]['seconds']:.0f} s; {elapsed / 60:.1f} min so far, about "
+            f"{elapsed / done * left / 60:.1f} min left)")
+
+    if jobs <= 1:
+        for name, replicate in plan:
+            progress(work(name, replicate))
+    else:
+        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+            running = {pool.submit(work, n, r) for n, r in plan}
+            while running:
+                finished, running = wait(running, timeout=HEARTBEAT, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    progress(future.result())
+                if not finished:
+                    log(f"[{label} {done}/{len(plan)}] {min(jobs, len(running))} replicates running "
+                        f"({(time.perf_counter() - start) / 60:.1f} min so far)")
+    return pd.DataFrame(records).sort_values(["control", "scenario", "replicate", "reference"], kind="stable",
+                                             ignore_index=True)
+
+
+RULES = {"paper": "paper", "calibrated": "calibrated", "calibrated_sd0": "calibrated, practical_sd 0"}
+
+
+ALONE = {"L2_test_alone": "L2 test alone", "L2_strict_alone": "L2 strict lag-free test alone"}
+
+
+def calibration_table(replicates: pd.DataFrame) -> pd.DataFrame:
+    """Per scenario, reference, rule and layer: how many replicates were audited, the share "supported" and its 95 %
+    Clopper-Pearson interval, and whether "supported" is the right answer there (``truth``: the scenario's control
+    for the layers, its lags_differ for the lags-differ statement). The rules: the paper's, the calibrated, and the
+    calibrated with the practical spread threshold at zero. ``L2 test alone`` is the calibrated L2 test without the
+    L1 and seed-agreement gates; ``L2 strict lag-free test alone`` the test the calibrated L2 used before (k* also
+    beyond 95 % of lag-free k*); ``lags differ`` the statement apart from the layers (one per replicate,
+    the same for both references)."""
+    rows = []
+    columns = [(label, layer, f"{rule}_{layer}") for rule, label in RULES.items() for layer in LAYERS]
+    columns += [("calibrated", label, column) for column, label in ALONE.items()]
+    columns.append(("calibrated", "lags differ", "lags_differ"))
+    for (scenario, reference), g in replicates.groupby(["scenario", "reference"], sort=False):
+        for rule, layer, column in columns:
+            if column not in g:  # replicates from before the column
+                continue
+            supported = int((g[column] == "supported").sum())
+            low, high = statistics.clopper_pearson(supported, len(g))
+            truth = bool(g.lags_differ_truth.iloc[0]) if layer == "lags differ" else g.control.iloc[0] == "positive"
+            rows.append({"scenario": scenario, "control": g.control.iloc[0], "reference": reference, "rule": rule,
+                         "layer": layer, "truth": "supported" if truth else "not supported",
+                         "replicates": len(g), "supported": supported, "share_supported": supported / len(g),
+                         "ci_low": low, "ci_high": high})
+    return pd.DataFrame(rows)

@@ -1,0 +1,432 @@
+"""Error rates on panels like the one being audited: surrogate panels that keep a data domain's entities, time span,
+splits, features, proxies and stratifiers, and replace only its target by one whose lags are known.
+
+    source = fit_source(panel, params)
+    records = run_replicates(plan, partial(run_replicate, source=source, params=params, root=out, neural=2))
+    table = calibration.calibration_table(records); rates = error_rates(table)
+
+The target of a surrogate is built in the standardised units of the classical fits (``acgate.models.classical``): each
+entity's level from the pooled distributed lag, a lagged part, and noise at the panel's residual scale:
+
+    y_it = a_i + sum_f sum_k beta_ifk x_f,i,t-k + e_it,   e_it = rho e_i,t-1 + sigma_i u_it,  u ~ N(0, 1)
+
+where beta_f is the pooled curve that ``shared_dl`` fits to the panel (one lag curve for every entity), a_i its
+entity intercepts, rho the residuals' AR(1) coefficient pooled over entities (corrected for the bias of centring
+short series, by simulation) and sigma_i each entity's innovation scale. Lags before the panel's first step read
+the features' training mean (zero). Targets missing in the panel stay missing. The scenarios (:data:`SCENARIOS`):
+
+- nulls, the same lags for every entity: ``one_curve`` (the pooled curve), ``effect_size`` (the proxies' direction
+  sets the lagged part's size, times 0.25 to 1.75) and ``noise_scale`` (it sets the noise's scale the same way);
+- positives, each entity's curve shifted by d_i lags (linear interpolation, zero beyond the window), d_i = c times a
+  standardised score, c chosen so that the entities' true k* (of their shifted curves, as the classical models
+  compute k*) have a spread (sd) of 0.5, 1 or 2 lags, or as close as the window allows: ``proxy_lags_*``,
+  the score is the proxies' direction, so the proxies hold the lags (the truth of L1, L2 and L3 is "supported");
+  ``stratifier_lags_*``, the score is the part of a stratifier the proxies do not carry, so the lags differ (the
+  truth of the lags-differ statement) but the proxies do not hold them (L1, L2 and L3 must not say so).
+
+The proxies' direction is their least-squares fit to the ranks of the stratifier they carry best among those the
+audit does not call circular (so that L2 has something to find when the lags follow it); the first principal
+component of the standardised proxies when no stratifier is usable. The stratifier scenarios use the residual of
+the stratifier the proxies carry least, and are left out (with the reason) when every stratifier is circular.
+
+Each replicate is a full audit (``acgate.audit.domain_audit.audit_domain``) of a surrogate's runs: the classical
+family (the moderated distributed lag and its shared-lag, shuffled-proxy and proxy-scaled twins) in every replicate, and
+the AC-GATE family (AC-GATE, No-AC-Encoder, the shuffled-proxy gate and the Proxy Shared-Gate) in the first ``neural``
+replicates of each scenario, all on the domain's own params (model, training, audit) with ``seeds`` seeds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from acgate import statistics
+from acgate.audit import domain_audit as audit
+from acgate.audit.calibration import lagged_part, replicate_records
+from acgate.audit.verdicts import FAMILIES, RULES_VERSION
+from acgate.config import Params
+from acgate.data.panel import Normalisers, Panel
+from acgate.layout import audit_dir, panel_dir
+from acgate.models.classical import fit_classical, intercepts, lag_profile, standardise
+from acgate.models.lags import effective_lag
+from acgate.runs import manifest, write_json
+
+SPREADS = {"half": 0.5, "one": 1.0, "two": 2.0}  # positives: the sd of the entities' lag shifts, in lags
+SIZE_FACTOR = (0.25, 1.5)  # effect_size and noise_scale: times 0.25 + 1.5 u, u the entity's rank share (mean 1)
+MAX_RHO = 0.95  # the residuals' AR(1) coefficient is clipped to [-0.95, 0.95], so the noise stays stationary
+SALT = 7_919  # the surrogates' random streams, apart from every other stream of the project
+
+
+@dataclass(frozen=True)
+class Scenario:
+    control: str  # negative or positive: whether the proxies hold lag information (the truth of L1, L2 and L3)
+    lags_differ: bool  # whether the entities' lags differ (the truth of the lags-differ statement)
+    moderator: str = ""  # what shifts the lags: "proxies", "stratifier" or "" (no shift)
+    spread: float = 0.0  # sd of the lag shifts across entities, in lags
+    target: str = "one_curve"  # one_curve, effect_size or noise_scale
+    description: str = ""
+
+
+SCENARIOS = {
+    "one_curve": Scenario("negative", False, description="the pooled lag curve for every entity"),
+    "effect_size": Scenario("negative", False, target="effect_size",
+                            description="the pooled lag curve for every entity; the proxies' direction sets the size "
+                                        "of the lagged effect (times 0.25 to 1.75)"),
+    "noise_scale": Scenario("negative", False, target="noise_scale",
+                            description="the pooled lag curve for every entity; the proxies' direction sets the scale "
+                                        "of the noise (times 0.25 to 1.75)"),
+    **{f"proxy_lags_{word}": Scenario("positive", True, "proxies", spread,
+                                      description=f"the pooled curve shifted by the proxies' direction, spread "
+                                                  f"{spread:g} lag{'s' if spread > 1 else ''}")
+       for word, spread in SPREADS.items()},
+    **{f"stratifier_lags_{word}": Scenario("negative", True, "stratifier", spread,
+                                           description=f"the pooled curve shifted by a stratifier the proxies do not "
+                                                       f"carry, spread {spread:g} lag{'s' if spread > 1 else ''}")
+       for word, spread in SPREADS.items()},
+}
+
+
+@dataclass
+class Source:
+    """What the surrogates of one panel are made from (:func:`fit_source`), in the standardised units of the
+    classical fits."""
+
+    panel: Panel
+    max_lag: int
+    x: np.ndarray  # (N, T, F) the standardised features
+    curve: np.ndarray  # (F, K) the pooled lag curve of shared_dl
+    intercept: np.ndarray  # (N,) each entity's level
+    rho: float  # AR(1) coefficient of the residuals, pooled over entities
+    sigma: np.ndarray  # (N,) each entity's innovation sd
+    proxy_score: np.ndarray  # (N,) the proxies' direction, standardised
+    stratifier_score: np.ndarray | None  # (N,) a stratifier's part the proxies do not carry, standardised; or None
+    shifts: dict  # scenario -> (N,) each entity's lag shift d_i
+    about: dict  # how the scores were chosen, and the residual scale, for the record
+
+    def scenarios(self) -> list[str]:
+        """The scenarios this panel allows: the stratifier ones only with a stratifier the proxies do not carry."""
+        return [name for name, s in SCENARIOS.items()
+                if s.moderator != "stratifier" or self.stratifier_score is not None]
+
+
+def _directions(panel: Panel, circular_threshold: float) -> tuple[np.ndarray, np.ndarray | None, dict]:
+    """The proxies' direction and a stratifier's part they do not carry (see the module's docstring), with what was
+    chosen and why."""
+    proxies = standardise(panel.P)
+    design = np.column_stack([np.ones(len(proxies)), proxies])
+    fits = {}
+    for name in panel.stratifiers.columns:
+        values = panel.stratifiers[name].reindex(panel.entities).to_numpy(dtype=float)
+        known = np.isfinite(values)
+        ranks = standardise(statistics.average_ranks(values[known]))
+        coef = np.linalg.lstsq(design[known], ranks, rcond=None)[0]
+        fitted = design @ coef
+        residual = np.zeros(len(values))
+        residual[known] = ranks - fitted[known]
+        r2 = 1 - np.sum(residual**2) / np.sum(ranks**2) if np.sum(ranks**2) > 0 else np.nan
+        r = statistics.rank_multiple_correlation(values[known], panel.P[known])
+        if name not in panel.proxy_names and np.isfinite(r) and r < circular_threshold:
+            fits[name] = (float(r2), fitted, residual)
+    if fits:
+        carried = max(fits, key=lambda n: fits[n][0])
+        least = min(fits, key=lambda n: fits[n][0])
+        about = {"proxy_direction": f"the proxies' least-squares fit to the ranks of stratifier '{carried}' "
+                                    f"(R2 {fits[carried][0]:.2f})", "aligned_stratifier": carried,
+                 "stratifier": f"the part of stratifier '{least}' the proxies do not carry linearly (its residual on "
+                               f"them; they carry R2 {fits[least][0]:.2f} of its ranks)"}
+        return standardise(fits[carried][1]), standardise(fits[least][2]), about
+    _, _, vt = np.linalg.svd(proxies, full_matrices=False)
+    return standardise(proxies @ vt[0]), None, {
+        "proxy_direction": "the first principal component of the standardised proxies (no stratifier that the audit "
+                           "does not call circular)", "aligned_stratifier": None,
+        "stratifier": "none: every stratifier is circular with the proxies, or there is none, so the stratifier "
+                      "scenarios are left out"}
+
+
+def fit_source(panel: Panel, params: Params) -> Source:
+    """The pooled lag curve, entity levels and residual noise of ``panel`` (shared_dl on its training targets,
+    residuals on its training and validation targets), and the scores that moderate the surrogates' lags."""
+    K = params.model.max_lag
+    norm = Normalisers.fit(panel)
+    x = norm.X.transform(panel.X).astype(float)
+    y = norm.Y.transform(panel.Y).astype(float)
+    curve = fit_classical(panel, params, "shared_dl").curves[0]  # (F, K): the same for every entity
+    lagged = _lagged(x, np.broadcast_to(curve, (panel.n_entities, *curve.shape)))
+    labels = panel.target_split(K)
+    rows = np.zeros(y.shape, dtype=bool)
+    rows[:, K:] = np.isfinite(y[:, K:]) & (labels != "test")[None, :]
+    train = rows & np.concatenate([np.zeros(K, dtype=bool), labels == "train"])[None, :]
+    intercept = intercepts(np.nan_to_num(y - lagged), train)
+    residual = np.where(rows, y - intercept[:, None] - lagged, np.nan)
+    rho = float(np.clip(_debiased_ar1(_ar1(residual), rows, train), -MAX_RHO, MAX_RHO))
+    before, after = residual[:, :-1], residual[:, 1:]
+    pairs = np.isfinite(before) & np.isfinite(after)
+    innovation = np.where(pairs, after - rho * before, np.nan)
+    counts = pairs.sum(axis=1)
+    sigma = np.sqrt(np.nansum(innovation**2, axis=1) / np.maximum(counts, 1))
+    sigma = np.where(counts >= 2, sigma, np.median(sigma[counts >= 2]) if (counts >= 2).any() else 1.0)
+    proxy_score, stratifier_score, about = _directions(panel, params.audit.circular_threshold)
+    explained = np.var(lagged[rows]) / np.var(y[rows]) if np.var(y[rows]) > 0 else np.nan
+    shifts, spreads = {}, {}
+    for name, scenario in SCENARIOS.items():
+        score = {"proxies": proxy_score, "stratifier": stratifier_score}.get(scenario.moderator)
+        if score is not None:
+            shifts[name], spreads[name] = _shift_for_spread(curve, score, scenario.spread)
+    about.update({"residual_ar1": round(rho, 4), "innovation_sd_median": round(float(np.median(sigma)), 4),
+                  "lagged_share_of_variance": round(float(explained), 4),
+                  "pooled_curve": np.round(curve, 4).tolist(), "true_kstar_sd": spreads})
+    return Source(panel, K, x, curve, intercept, rho, sigma, proxy_score, stratifier_score, shifts, about)
+
+
+def _ar1(residual: np.ndarray) -> float:
+    """The AR(1) coefficient of ``residual`` (..., T), pooled over every pair of consecutive values (NaN: none)."""
+    before, after = residual[..., :-1], residual[..., 1:]
+    pairs = np.isfinite(before) & np.isfinite(after)
+    return float(np.sum(before[pairs] * after[pairs]) / np.sum(before[pairs] ** 2))
+
+
+RHO_GRID = np.round(np.arange(-0.9, 0.9901, 0.01), 2)  # the AR(1) coefficients _debiased_ar1 tries
+RHO_DRAWS = 20  # ... each on this many simulated panels (the same shocks for all: a smooth, monotone search)
+
+
+def _debiased_ar1(estimate: float, rows: np.ndarray, train: np.ndarray) -> float:
+    """The AR(1) coefficient whose noise, seen on ``rows`` (N, T) and centred on each entity's mean over ``train``
+    as the residuals are, gives ``estimate`` by :func:`_ar1` on average. Centring on a short window biases the
+    estimate toward zero (by about (1 + rho) / T, Nickell's bias; -0.08 at rho 0.5 on 40 entities x 15 steps), so
+    surrogates built on the raw estimate would be less persistent than their panel."""
+    shocks = np.random.default_rng([SALT, 1]).normal(size=(RHO_DRAWS, *rows.shape))
+    count = np.maximum(train.sum(axis=1), 1)[None, :]
+    best = (np.inf, estimate)
+    for rho in RHO_GRID:
+        noise = np.empty_like(shocks)
+        noise[..., 0] = shocks[..., 0] / np.sqrt(1 - rho**2)
+        for t in range(1, rows.shape[1]):
+            noise[..., t] = rho * noise[..., t - 1] + shocks[..., t]
+        centred = noise - (np.where(train, noise, 0.0).sum(axis=-1) / count)[..., None]
+        gap = abs(_ar1(np.where(rows, centred, np.nan)) - estimate)
+        if gap < best[0]:
+            best = (gap, float(rho))
+    return best[1]
+
+
+SHIFT_GRID = 241  # multipliers of the score tried for each spread, from 0 to 6 times the spread
+MIN_KEPT = 0.5  # a shift may move at most half of a curve's weight (sum of |beta| over features and lags) out of 1..K
+
+
+def _shift_limits(curve: np.ndarray) -> tuple[float, float]:
+    """The largest shifts earlier and later (both >= 0) that keep at least :data:`MIN_KEPT` of the curve's weight
+    inside lags 1..K: beyond them a curve mostly leaves the window, and its k* no longer says where its lags are."""
+    steps = np.arange(0, curve.shape[1] + 1.01, 0.05)
+    limits = []
+    for sign in (-1, 1):
+        kept = np.abs(_shifted(curve, sign * steps)).sum(axis=(1, 2)) >= MIN_KEPT * np.abs(curve).sum()
+        limits.append(float(steps[-1] if kept.all() else steps[np.argmin(kept) - 1]))
+    return limits[0], limits[1]
+
+
+def _shift_for_spread(curve: np.ndarray, score: np.ndarray, spread: float) -> tuple[np.ndarray, float]:
+    """The lag shifts c * score (N,), each within :func:`_shift_limits`, whose true k* have the sd closest to
+    ``spread``, and that sd (a short window may not reach the spread asked for)."""
+    earlier, later = _shift_limits(curve)
+    best = (np.inf, np.zeros_like(score), 0.0)
+    for c in np.linspace(0, 6 * spread, SHIFT_GRID):
+        shift = np.clip(c * score, -earlier, later)
+        sd = float(np.std(effective_lag(lag_profile(_shifted(curve, shift)))))
+        if abs(sd - spread) < best[0]:
+            best = (abs(sd - spread), shift, round(sd, 3))
+    return best[1], best[2]
+
+
+def _lagged(x: np.ndarray, curves: np.ndarray) -> np.ndarray:
+    """(N, T) the lagged part sum_f sum_k beta_ifk x_f,i,t-k of features x (N, T, F) under curves (N, F, K)."""
+    return sum(lagged_part(x[:, :, f], curves[:, f]) for f in range(x.shape[2]))
+
+
+def _shifted(curve: np.ndarray, shift: np.ndarray) -> np.ndarray:
+    """(N, F, K) the curve (F, K) of each entity moved ``shift`` (N,) lags later (earlier when negative), by linear
+    interpolation, zero beyond lags 1..K."""
+    K = curve.shape[1]
+    padded = np.pad(curve, ((0, 0), (1, 1)))  # (F, K + 2): lag 0 and lag K + 1 are zero
+    at = np.arange(1, K + 1)[None, :] - shift[:, None]  # (N, K): where each entity reads the curve
+    low = np.floor(at)
+    left = np.clip(low.astype(int), 0, K + 1)
+    right = np.clip(left + 1, 0, K + 1)
+    values = padded[:, left] * (1 - (at - low)) + padded[:, right] * (at - low)  # (F, N, K)
+    return np.where((at >= 0) & (at <= K + 1), values, 0.0).transpose(1, 0, 2)
+
+
+def draw(source: Source, name: str, seed: int) -> Panel:
+    """One surrogate panel of scenario ``name`` from ``source``; all randomness from ``seed``. Only the target
+    differs from the source panel; the truth (each entity's k* of its true curves) is recorded for L3."""
+    scenario = SCENARIOS[name]
+    rng = np.random.default_rng([SALT, seed])
+    n, t_len = source.x.shape[:2]
+    curves = _shifted(source.curve, source.shifts.get(name, np.zeros(n)))
+    lagged = _lagged(source.x, curves)
+    share = (statistics.average_ranks(source.proxy_score) - 0.5) / n  # each entity's rank share in (0, 1)
+    factor = SIZE_FACTOR[0] + SIZE_FACTOR[1] * share
+    sigma = source.sigma * (factor if scenario.target == "noise_scale" else 1.0)
+    if scenario.target == "effect_size":
+        lagged = lagged * factor[:, None]
+    noise = np.empty((n, t_len))
+    noise[:, 0] = rng.normal(0, 1, n) * sigma / np.sqrt(1 - source.rho**2)  # the stationary start
+    for t in range(1, t_len):
+        noise[:, t] = source.rho * noise[:, t - 1] + sigma * rng.normal(0, 1, n)
+    y = Normalisers.fit(source.panel).Y.inverse(source.intercept[:, None] + lagged + noise)
+    y[~np.isfinite(source.panel.Y)] = np.nan
+    kstar = effective_lag(lag_profile(curves))
+    return dataclasses.replace(source.panel, Y=y.astype(np.float32), truth={"kstar_true": kstar,
+                                                                            "dgp_mean_lag": kstar},
+                               meta={**source.panel.meta, "surrogate": name, "surrogate_seed": seed})
+
+
+def methods(params: Params, neural: bool) -> list[str]:
+    """The methods a replicate trains: the classical family, and the AC-GATE family when ``neural``, each with the
+    comparators of its calibrated L1 and, where the domain's audit judges L3 (``audit.true_lag``), the collapsed
+    models its L3 compares with, as far as the domain's params list them."""
+    chosen = [reference for reference in FAMILIES if neural or reference != "acgate"]
+    wanted = [m for reference in chosen for m in (reference, FAMILIES[reference].shared, FAMILIES[reference].shuffled,
+                                                  FAMILIES[reference].proxy,
+                                                  *(FAMILIES[reference].collapsed if params.audit.true_lag else ()))]
+    return [m for m in dict.fromkeys(wanted) if m in params.methods]
+
+
+def run_replicate(name: str, replicate: int, source: Source, params: Params, root: Path, seeds: int,
+                  neural: int) -> list[dict]:
+    """Draw surrogate ``replicate`` of scenario ``name``, train its methods for ``seeds`` seeds (the AC-GATE family
+    too when ``replicate < neural``), audit it under ``root`` and return its records
+    (:func:`acgate.audit.calibration.replicate_records`)."""
+    from acgate.models.runner import run_method  # torch: imported where replicates train
+
+    start = time.perf_counter()
+    scenario = SCENARIOS[name]
+    panel = draw(source, name, seed=list(SCENARIOS).index(name) * 100_003 + replicate)
+    chosen = methods(params, replicate < neural)
+    params = dataclasses.replace(params, domain=f"{name}_r{replicate:03d}", n_seeds=seeds, methods=tuple(chosen))
+    runs_root, data_root = Path(root) / "runs", Path(root) / "data"
+    panel.save(panel_dir(data_root, params.domain))
+    for seed in range(seeds):
+        for method in chosen:
+            run_method(panel, params, method, seed, runs_root, log=lambda _: None)
+    result = audit.audit_domain(params, runs_root, data_root)
+    result.write(audit_dir(runs_root, params.domain))
+    return replicate_records(result, params.audit, {"scenario": name, "control": scenario.control,
+                                                    "lags_differ_truth": scenario.lags_differ, "replicate": replicate,
+                                                    "spread": scenario.spread, "moderator": scenario.moderator},
+                             round(time.perf_counter() - start, 2))
+
+
+def plan(names: list[str], replicates: int) -> list[tuple[str, int]]:
+    """(scenario, replicate) of every replicate, the replicates of each scenario in turn (so the neural ones, the
+    first of each, come early)."""
+    return [(name, r) for r in range(replicates) for name in names]
+
+
+STATEMENT_LAYERS = ("L1", "L2", "L3", "lags differ")
+
+
+def error_rates(table: pd.DataFrame, about: dict) -> dict:
+    """Per reference and layer (the calibrated rules, and the lags-differ statement): how often the rule said
+    "supported" on the null surrogates (false support, pooled over them, with its 95 % Clopper-Pearson interval) and
+    on the positives of each spread (power, with the true k* spread reached per scenario, ``about["true_kstar_sd"]``,
+    where the window does not allow the one asked for), and the sentence that says so. L2's power is left out where
+    no stratifier follows the proxies' direction (``about["aligned_stratifier"]`` None): L2 has nothing to find."""
+    out: dict = {}
+    calibrated = table[(table.rule == "calibrated") & table.layer.isin(STATEMENT_LAYERS)]
+    for (reference, layer), rows in calibrated.groupby(["reference", "layer"], sort=False):
+        spread = rows.scenario.map(lambda s: SCENARIOS[s].spread)
+        nulls, positives = rows[rows.truth == "not supported"], rows[rows.truth == "supported"]
+        if layer == "L2" and about.get("aligned_stratifier") is None:
+            positives = positives.iloc[:0]
+        x, n = int(nulls.supported.sum()), int(nulls.replicates.sum())
+        power: dict[str, dict[str, Any]] = {}
+        for value, g in positives.groupby(spread[positives.index], sort=True):
+            hits, trials = int(g.supported.sum()), int(g.replicates.sum())
+            power[f"{value:g}"] = {"supported": hits, "replicates": trials, "ci": _interval(hits, trials),
+                                   "true_kstar_sd": round(float(np.mean([about["true_kstar_sd"][s]
+                                                                         for s in g.scenario])), 3)}
+        detects = "; ".join(f"a spread of {value} lag{'s' if float(value) > 1 else ''}"
+                            + (f" (sd {p['true_kstar_sd']:g} in this window)"
+                               if abs(p["true_kstar_sd"] - float(value)) > 0.05 else "")
+                            + f" in {p['supported']} of {p['replicates']}" for value, p in power.items())
+        sentence = "; ".join(part for part in (
+            f"on panels like this one the rule falsely supports in {x} of {n} nulls" if n else "no nulls were run",
+            f"it detects {detects}" if detects else "") if part)
+        out.setdefault(reference, {})[layer] = {
+            "false_support": {"supported": x, "replicates": n, "ci": _interval(x, n)}, "power": power,
+            "sentence": sentence}
+    return out
+
+
+def _interval(successes: int, trials: int) -> list[float] | None:
+    """The 95 % Clopper-Pearson interval, rounded; None without trials."""
+    return [round(v, 4) for v in statistics.clopper_pearson(successes, trials)] if trials else None
+
+
+RECORD = "panel_matched.json"  # beside the study's table: its settings, what the surrogates were made from, the rates
+# the version of how surrogates are made and what a study records, beside the rules' version: a study of another
+# version no longer describes these surrogates. Raise it with any change to the surrogates or their methods
+SURROGATE_VERSION = 1
+
+
+def panel_digest(panel: Panel) -> str:
+    """``Panel.digest`` (what a run trains on) and the stratifiers, which choose the surrogates' directions."""
+    frame = pd.util.hash_pandas_object(panel.stratifiers.sort_index(axis=1), index=True).to_numpy()
+    return hashlib.sha256((panel.digest() + frame.tobytes().hex()).encode()).hexdigest()[:12]
+
+
+def params_digest(params: Params) -> str:
+    """Short hash of the whole params, the audit settings, methods and seed count included (all shape the study's
+    replicates or the rules they are judged by); ``Params.digest`` leaves those out, as they do not shape a run."""
+    return hashlib.sha256(json.dumps(params.to_dict(), sort_keys=True).encode()).hexdigest()[:12]
+
+
+def write_record(path: Path, source: Source, params: Params, names: list[str], replicates: int, neural: int,
+                 seeds: int, rates: dict, minutes: float, workers: int) -> None:
+    """The study's record (``panel_matched.json``): the panel and params it matched (digests), the rules' and the
+    surrogates' versions, the settings, the surrogates' sources, the error rates and the provenance."""
+    write_json(Path(path), {
+        "domain": params.domain, "panel_digest": panel_digest(source.panel), "params_digest": params_digest(params),
+        "rules_version": RULES_VERSION, "surrogate_version": SURROGATE_VERSION,
+        "scenarios": {n: SCENARIOS[n].description for n in names},
+        "settings": {"replicates": replicates, "neural_replicates": neural, "seeds": seeds},
+        "source": source.about, "error_rates": rates, "minutes": round(minutes, 1), "processes": workers,
+        **manifest(params.to_dict(), seed=-1, device="cpu")})
+
+
+def read_rates(path: Path, panel: Panel, params: Params) -> dict:
+    """The error rates of the study at ``path`` for the audit of ``panel`` under ``params``, with the study's
+    settings; ``{"note": why}`` alone when it is missing, unreadable, or measured on another panel, other params or
+    other rules (a stale study says nothing about this audit)."""
+    path = Path(path)
+    if not path.is_file():
+        return {"note": f"no panel-matched study at {path}"}
+    try:
+        record = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError, OSError) as err:
+        return {"note": f"the panel-matched study {path} is unreadable ({type(err).__name__})"}
+    checks = (("panel_digest", panel_digest(panel), "another panel (or other stratifiers)"),
+              ("params_digest", params_digest(params), "other params"),
+              ("rules_version", RULES_VERSION, "other rules"),
+              ("surrogate_version", SURROGATE_VERSION, "other surrogates"))
+    for key, expected, what in checks:
+        if record.get(key) != expected:
+            return {"note": f"the panel-matched study {path} was measured on {what} ({key} {record.get(key)!r}, now "
+                            f"{expected!r}); run it again"}
+    return {"note": "", "settings": record["settings"], "error_rates": record["error_rates"],
+            "created_utc": record.get("created_utc"), "file": str(path)}
+
+
+def current_rates(paths: list[Path], panel: Panel, params: Params) -> dict:
+    """:func:`read_rates` of the first study in ``paths`` that is current for this audit (a grid's own study, then
+    the copies beside the tables: the committed ones of economics and energy); the first one's note when none is."""
+    found = [read_rates(path, panel, params) for path in paths]
+    return next((rates for rates in found if not rates["note"]), found[0])

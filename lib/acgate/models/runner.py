@@ -1,0 +1,193 @@
+"""One method trained on one panel and seed, with its run folder written: ``runs/<domain>/seed<NN>/<method>/``
+holds ``metrics.json`` (written last: the finished marker), ``lags.csv``, ``predictions.csv``, ``history.csv``,
+``manifest.json``, and ``model.pt`` (neural methods) or ``coefficients.csv`` (Grouped ARDL, the classical
+lag models).
+
+    run_method(panel, params, "acgate", seed=0, runs_root="runs")
+
+The lag table of a trained model is its structural omega and k* for the AC-GATE family and the classical lag models
+(``acgate.models.classical``), and the diagnostic occlusion profile (``acgate.models.occlusion``) for the neural
+baselines.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+from acgate.config import CLASSICAL_METHODS, GATE_METHODS, Params
+from acgate.data.panel import SPLITS, Panel
+from acgate.layout import method_dir
+from acgate.models import baselines, lags
+from acgate.models.classical import fit_classical
+from acgate.models.metrics import TRUTHS, forecast_metrics, l3_recovery
+from acgate.models.networks import ACGate
+from acgate.models.occlusion import occlusion_increase, profile_from_increase
+from acgate.models.train import FitResult, fit, memory_error, predictions
+from acgate.runs import atomic_write, current_metrics, manifest, remove_interrupted_writes, write_json, writing
+
+
+def lag_table(result: FitResult, panel: Panel) -> pd.DataFrame:
+    """Structural omega and k* for AC-GATE models; for neural baselines the diagnostic occlusion profile, with
+    their internal lag weights (averaged over time) beside it."""
+    model, batch = result.model, result.batch
+    if isinstance(model, ACGate):
+        with torch.no_grad():
+            z = model.score(batch.proxies)
+            omega = model.lag_weights(z).cpu().numpy()
+        return lags.lag_frame(panel, omega, "structural", z=z.squeeze(1).cpu().numpy())
+    out = result.output
+    internal = None if out.internal is None else out.internal.mean(dim=1).cpu().numpy()
+    return lags.lag_frame(panel, profile_from_increase(occlusion_increase(model, batch)), "diagnostic: occlusion",
+                          internal=internal)
+
+
+def omega_of_z(model: ACGate) -> Callable[[np.ndarray], np.ndarray]:
+    """The trained gate as a numpy function z (G,) -> omega (G, K)."""
+    device = next(model.parameters()).device
+
+    def evaluate(z: np.ndarray) -> np.ndarray:
+        with torch.no_grad():
+            zt = torch.as_tensor(z, dtype=torch.float32, device=device)[:, None]
+            return model.lag_weights(zt).cpu().numpy()
+
+    return evaluate
+
+
+def summarise(preds: pd.DataFrame, table: pd.DataFrame, facts: dict,
+              gate: Callable[[np.ndarray], np.ndarray] | None = None) -> dict:
+    """metrics.json content: split-wise L0 metrics, lag summaries, L3 where truth exists, and run ``facts``."""
+    omega = table.filter(regex=r"^omega_\d+$").to_numpy()
+    metrics: dict = {split: forecast_metrics(*(preds.loc[preds.split == split, c].to_numpy()
+                                               for c in ("y", "y_hat", "time"))) for split in SPLITS}
+    metrics["lags"] = {"kstar_kind": table.kstar_kind.iloc[0], "kstar_mean": float(table.kstar.mean()),
+                       "kstar_sd": float(table.kstar.std(ddof=0)),
+                       "omega_entropy": float(np.nanmean(lags.omega_entropy(omega))),
+                       "gate_sensitivity": lags.gate_sensitivity(table.z.to_numpy(), gate) if gate else None}
+    truths = {name: column for name, column in TRUTHS.items() if column in table}
+    if truths:
+        metrics["l3"] = {name: l3_recovery(table.kstar.to_numpy(), table[column].to_numpy())
+                         for name, column in truths.items()}
+    metrics.update(facts)
+    return metrics
+
+
+SHUFFLED_PROXIES_SALT = 104_729  # the shuffled_proxies method's permutation differs from a proxy-shuffle domain's
+SHUFFLED_METHODS = ("shuffled_proxies", "shuffled_dl")  # trained on the proxies permuted (the same permutation)
+
+
+@dataclass
+class _Trained:
+    """What a run folder is written from: predictions, lag table, training history, time and device, the facts
+    metrics.json records, and the gate as a function of z (the AC-GATE family)."""
+    preds: pd.DataFrame
+    table: pd.DataFrame
+    history: pd.DataFrame
+    seconds: float
+    device: str
+    facts: dict
+    gate: Callable[[np.ndarray], np.ndarray] | None = None
+
+
+def run_method(panel: Panel, params: Params, method: str, seed: int, runs_root: Path,
+               log: Callable[[str], None] = print, retrain: bool = False, bar: bool = False) -> dict:
+    """Train ``method`` and write its artifacts to runs/<domain>/seed<NN>/<method>/; returns metrics.json.
+
+    A finished run trained under the same parameters (params hash) on the same panel (panel digest) is kept, unless
+    ``retrain``. Progress goes to ``log``, and with ``bar`` to a progress bar (see :func:`acgate.models.train.fit`).
+    ``metrics.json`` is written last, so an interrupted run leaves nothing that counts as finished.
+    ``shuffled_proxies`` is AC-GATE trained on the proxies permuted across entities (one non-identity permutation per
+    seed, recorded in the manifest): the comparator that tells a proxy-conditioned gate from a gate that merely has
+    more inputs; ``shuffled_dl`` is the moderated distributed lag on the same permutation. Another process writing
+    the same run folder stops it, before it changes anything, with :class:`acgate.runs.RunFolderBusy`.
+    """
+    out = method_dir(runs_root, params.domain, seed, method)
+    with writing(out):  # one writer per run folder: a second one stops, naming the first
+        kept = None if retrain else current_metrics(out, params.digest(), panel.digest())
+        if kept is not None:
+            log(f"  [{method} seed {seed}] kept: finished run with the same parameters in {out} (retrain redoes it)")
+            return kept
+        return _retrain(panel, params, method, seed, out, log, bar)
+
+
+def _retrain(panel: Panel, params: Params, method: str, seed: int, out: Path, log: Callable[[str], None],
+             bar: bool) -> dict:
+    """Train ``method`` afresh into run folder ``out``, whose lock the caller holds; returns metrics.json."""
+    (out / "metrics.json").unlink(missing_ok=True)
+    remove_interrupted_writes(out)  # of an earlier run of this method that was killed mid-write
+    log(f"  [{method} seed {seed}] training on {panel.n_entities} entities")
+    if method in SHUFFLED_METHODS:
+        panel, permutation = panel.with_shuffled_proxies(seed, SHUFFLED_PROXIES_SALT)
+        panel.meta["shuffled_proxies_permutation"] = [str(e) for e in panel.entities[permutation]]
+    trained = _fit(panel, params, method, seed, out, log, bar)
+    run_id = uuid.uuid4().hex  # in the manifest and metrics.json: both from this training (runs.mixed_training)
+    metrics = summarise(trained.preds, trained.table, {
+        **trained.facts, "seconds": round(trained.seconds, 3), "device": trained.device,
+        "params_hash": params.digest(), "panel_digest": panel.digest(), "run_id": run_id}, trained.gate)
+    atomic_write(out / "predictions.csv", lambda f: trained.preds.to_csv(f, index=False))
+    atomic_write(out / "lags.csv", lambda f: trained.table.to_csv(f, index=False))
+    atomic_write(out / "history.csv", lambda f: trained.history.to_csv(f, index=False))
+    gpu = torch.cuda.get_device_name(trained.device) if trained.device.startswith("cuda") else None
+    write_json(out / "manifest.json", manifest(params.to_dict(), seed, trained.device, method=method, gpu=gpu,
+                                               wall_seconds=round(trained.seconds, 3), panel=panel.meta,
+                                               run_id=run_id))
+    write_json(out / "metrics.json", metrics)
+    log(f"  [{method} seed {seed}] done in {trained.seconds:.1f} s: test MSE {metrics['test']['mse']:.4g}")
+    return metrics
+
+
+def _fit(panel: Panel, params: Params, method: str, seed: int, out: Path, log: Callable[[str], None],
+         bar: bool) -> _Trained:
+    """``method`` fitted in closed form or trained; memory that runs out is a :class:`acgate.models.train.TrainingError`
+    naming the run, the panel's size and the fix (the allocator's own message names none of them)."""
+    try:
+        if method == "grouped_ardl":
+            return _fit_ardl(panel, params, out)
+        if method in CLASSICAL_METHODS:
+            return _fit_classical(panel, params, method, out)
+        return _fit_neural(panel, params, method, seed, out, log, bar)
+    except (MemoryError, RuntimeError) as err:
+        explained = memory_error(err, params, method, seed, panel)
+        if explained is None:
+            raise
+        raise explained from err
+
+
+HISTORY_COLUMNS = ["epoch", "train_loss", "recon_loss", "val_loss"]  # history.csv; empty for a closed-form fit
+
+
+def _fit_ardl(panel: Panel, params: Params, out: Path) -> _Trained:
+    """Grouped ARDL in closed form; its coefficients go to ``coefficients.csv``."""
+    ardl = baselines.GroupedARDL.fit(panel, params)
+    atomic_write(out / "coefficients.csv", lambda f: ardl.coefficients.to_csv(f, index=False))
+    return _Trained(ardl.predictions(), ardl.lag_table(), pd.DataFrame(columns=HISTORY_COLUMNS),  # no iterations
+                    ardl.seconds, "cpu", {"best_epoch": None, "epochs_run": None, "fit": "closed-form OLS per group",
+                                          "groups": ardl.groups})
+
+
+def _fit_classical(panel: Panel, params: Params, method: str, out: Path) -> _Trained:
+    """A moderated distributed lag (:mod:`acgate.models.classical`) in closed form; its lag curves go to
+    ``coefficients.csv``."""
+    found = fit_classical(panel, params, method)
+    atomic_write(out / "coefficients.csv", lambda f: found.curve_table().to_csv(f, index=False))
+    return _Trained(found.predictions(), found.lag_table(), pd.DataFrame(columns=HISTORY_COLUMNS), found.seconds,
+                    "cpu", found.facts)
+
+
+def _fit_neural(panel: Panel, params: Params, method: str, seed: int, out: Path, log: Callable[[str], None],
+                bar: bool) -> _Trained:
+    """A neural method trained (:func:`acgate.models.train.fit`); its weights go to ``model.pt``."""
+    result = fit(panel, params, method, seed, log, bar)
+    facts = {"best_epoch": result.best_epoch, "epochs_run": result.epochs_run,
+             "seconds_per_epoch": round(result.seconds / result.epochs_run, 5)}
+    if method == "ganet":
+        facts["gate_density"] = float(result.output.gate_density)
+    atomic_write(out / "model.pt", lambda f: torch.save(result.model.state_dict(), f), binary=True)
+    return _Trained(predictions(result, panel), lag_table(result, panel), result.history, result.seconds,
+                    result.device, facts, omega_of_z(result.model) if method in GATE_METHODS else None)

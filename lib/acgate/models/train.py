@@ -1,0 +1,219 @@
+"""Training one neural method on one panel: seeding, device choice, the full-batch inputs, the losses, and
+full-batch Adam with early stopping and best-validation checkpoint selection.
+
+Checkpoint selection uses the validation task loss only, for every method; ground truth never enters training or
+selection. ``acgate.models.runner`` turns a fit into a run folder (and fits Grouped ARDL in closed form).
+
+    result = fit(panel, params, method="acgate", seed=0)   # in memory
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+import re
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+from tqdm import tqdm
+
+from acgate.config import Params
+from acgate.data.panel import Normalisers, Panel
+from acgate.models.networks import Output, build, lag_windows
+
+
+def choose_device(setting: str) -> torch.device:
+    if setting == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("train.device = cuda but no CUDA device is visible; use auto or cpu")
+    if setting == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(setting)
+
+
+def seed_everything(seed: int, threads: int) -> None:
+    """Seed every generator the run touches and pin the CPU thread count (same seed, same numbers on CPU)."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    torch.set_num_threads(threads)
+
+
+@dataclass
+class Batch:
+    """The whole panel as normalised tensors (training is full batch)."""
+
+    lags: torch.Tensor  # (N, T-K, K, F) lag windows: the only view of X any model gets
+    y: torch.Tensor  # (N, T-K) targets of steps K..T-1, 0 where unobserved
+    masks: dict[str, torch.Tensor]  # split -> (N, T-K) bool
+    proxies: torch.Tensor  # (N, M)
+    static: torch.Tensor  # (N, D)
+    entity_index: torch.Tensor  # (N,)
+
+    @classmethod
+    def build(cls, panel: Panel, norm: Normalisers, max_lag: int, device: torch.device) -> Batch:
+        def tensor(a: np.ndarray) -> torch.Tensor:
+            return torch.as_tensor(np.asarray(a, dtype=np.float32), device=device)
+
+        y = norm.Y.transform(panel.Y[:, max_lag:])
+        return cls(lags=lag_windows(tensor(norm.X.transform(panel.X)), max_lag), y=tensor(np.nan_to_num(y)),
+                   masks={s: torch.as_tensor(m, device=device) for s, m in panel.split_masks(max_lag).items()},
+                   proxies=tensor(norm.P.transform(panel.P)), static=tensor(norm.S.transform(panel.S)),
+                   entity_index=torch.arange(panel.n_entities, device=device))
+
+    def inputs(self, lags: torch.Tensor | None = None) -> tuple:
+        return (self.lags if lags is None else lags, self.proxies, self.static, self.entity_index)
+
+    def through(self, split: str) -> Batch:
+        """The batch cut after the last target step of ``split``: the training step needs the windows up to the
+        last training target, the validation pass those up to the last validation target. Every model is causal in
+        the target steps, so its predictions up to there are those it makes from the whole batch."""
+        steps = int(self.masks[split].any(dim=0).nonzero().max()) + 1
+        return Batch(lags=self.lags[:, :steps], y=self.y[:, :steps],
+                     masks={s: m[:, :steps] for s, m in self.masks.items()}, proxies=self.proxies,
+                     static=self.static, entity_index=self.entity_index)
+
+
+def masked_mse(y_hat: torch.Tensor, y: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    return ((y_hat - y) ** 2)[mask].mean()
+
+
+def recon_loss(p_hat: torch.Tensor, proxies: torch.Tensor, anchor_weight: float) -> torch.Tensor:
+    """Proxy reconstruction MSE with the first proxy weighted by ``anchor_weight``."""
+    weights = torch.ones(proxies.shape[1], device=proxies.device)
+    weights[0] = anchor_weight
+    return (((p_hat - proxies) ** 2) * weights).sum(dim=1).mean() / weights.sum()
+
+
+class TrainingError(RuntimeError):
+    """Training cannot give a usable model (a loss that is not finite, memory that runs out); the message says which
+    run and why, and what to change."""
+
+
+# how the allocators say that memory ran out: PyTorch's on the CPU ("can't allocate memory", "not enough memory") and
+# on CUDA ("out of memory"), numpy's ("Unable to allocate"); and how much each was asked for
+OUT_OF_MEMORY = re.compile(r"can't allocate memory|not enough memory|out of memory|unable to allocate", re.IGNORECASE)
+REQUESTED = re.compile(r"(?:tried to|unable to) allocate (\d+ bytes|[\d.]+ [KMGTP]i?B)", re.IGNORECASE)
+
+
+def memory_error(err: BaseException, params: Params, method: str, seed: int, panel: Panel) -> TrainingError | None:
+    """For an allocator's error while ``method`` trained on ``panel`` (an exhausted CPU or GPU memory: a bare
+    allocator message names neither the panel, nor the method, nor the setting to change), a :class:`TrainingError`
+    that names the run, the panel's size, the request and the fixes; None for any other error."""
+    if not (isinstance(err, (MemoryError, torch.OutOfMemoryError)) or OUT_OF_MEMORY.search(str(err))):
+        return None
+    found = REQUESTED.search(str(err))
+    amount = found.group(1) if found else "an unknown amount"
+    if amount.endswith(" bytes"):
+        amount += f" ({int(amount.split()[0]) / 2**20:,.1f} MiB)"
+    on_gpu = isinstance(err, torch.OutOfMemoryError) or "cuda" in str(err).lower()
+    n, t, f = panel.X.shape
+    return TrainingError(
+        f"[{params.domain} seed {seed} {method}] out of memory: tried to allocate {amount} on the "
+        f"{'GPU' if on_gpu else 'CPU'}, training on a panel of {n} entities × {t} times × {f} features "
+        f"(model.hidden = {params.model.hidden}, model.max_lag = {params.model.max_lag}). Train on fewer entities, "
+        "with a smaller model.hidden, or on a machine with more memory"
+        + ("; or on the CPU (train.device = cpu), whose memory is usually larger" if on_gpu else ""))
+
+
+@dataclass
+class FitResult:
+    model: torch.nn.Module
+    history: pd.DataFrame  # epoch, train_loss, recon_loss, val_loss
+    best_epoch: int
+    epochs_run: int
+    seconds: float
+    device: str
+    batch: Batch
+    norm: Normalisers
+
+    @functools.cached_property
+    def output(self) -> Output:
+        """The trained model's output on the whole batch (evaluation, no gradient), made once: the predictions, a
+        baseline's internal lag weights and GA-Net's gate density all come from it. Made at the first use and kept:
+        it does not follow later changes to the model, and its tensors (whose numpy views callers get) are not to be
+        changed in place."""
+        with torch.no_grad():
+            return self.model(*self.batch.inputs())
+
+
+def fit(panel: Panel, params: Params, method: str, seed: int, log: Callable[[str], None] = print,
+        bar: bool = False) -> FitResult:
+    """Train one neural method on one panel; returns the model restored to its best-validation epoch.
+
+    Progress: a line every ``train.log_every`` epochs and one at the stop, through ``log``; with ``bar``, a progress
+    bar on standard output instead (epoch, training and validation loss, best epoch; redrawn at most once a second)
+    and only the line at the stop."""
+    cfg, tcfg = params.model, params.train
+    device = choose_device(tcfg.device)
+    seed_everything(seed, tcfg.threads)
+    norm = Normalisers.fit(panel)
+    batch = Batch.build(panel, norm, cfg.max_lag, device)
+    model = build(cfg, method, panel.n_entities, panel.X.shape[2], panel.P.shape[1], panel.S.shape[1]).to(device)
+    # fused: one kernel updates every parameter (the CPU's default updates them one at a time)
+    optimiser = torch.optim.Adam(model.parameters(), lr=tcfg.lr, fused=True)
+
+    train_batch, val_batch = batch.through("train"), batch.through("val")
+    rows, best_val, best_epoch, best_state, stale = [], float("inf"), 0, None, 0
+    start = time.perf_counter()
+    with tqdm(total=tcfg.max_epochs, desc=f"{method} seed {seed}", unit="epoch", file=sys.stdout, mininterval=1.0,
+              disable=not bar) as progress:
+        for epoch in range(1, tcfg.max_epochs + 1):
+            task, recon = _train_step(model, optimiser, train_batch, params)
+            val = _validation_loss(model, val_batch)
+            if not (np.isfinite(val) and np.isfinite(task)):
+                raise TrainingError(f"[{method} seed {seed}] a loss is not finite at epoch {epoch} (training {task}, "
+                                    f"validation {val}): training diverged or the panel holds values too large for "
+                                    "float32; check the panel's values (01_data_prep), or lower train.lr")
+            rows.append((epoch, task, recon, val))
+            if val < best_val:
+                best_state = {name: tensor.clone() for name, tensor in model.state_dict().items()}
+                best_val, best_epoch, stale = val, epoch, 0
+            else:
+                stale += 1
+            progress.set_postfix_str(f"train {task:.4f}, val {val:.4f}, best @ {best_epoch}", refresh=False)
+            progress.update()
+            stop = stale >= tcfg.patience or epoch == tcfg.max_epochs
+            if stop:
+                progress.close()  # the bar's last state stands above the closing line
+            if stop or (not bar and epoch % tcfg.log_every == 0):
+                log(f"  [{method} seed {seed}] epoch {epoch:3d}/{tcfg.max_epochs}  train {task:.4f}  "
+                    f"val {val:.4f}  best {best_val:.4f} @ {best_epoch}")
+            if stop:
+                break
+    seconds = time.perf_counter() - start
+    model.load_state_dict(best_state)
+    model.eval()
+    history = pd.DataFrame(rows, columns=["epoch", "train_loss", "recon_loss", "val_loss"])
+    return FitResult(model=model, history=history, best_epoch=best_epoch, epochs_run=len(rows),
+                     seconds=seconds, device=str(device), batch=batch, norm=norm)
+
+
+def _train_step(model: torch.nn.Module, optimiser: torch.optim.Optimizer, batch: Batch, params: Params
+                ) -> tuple[float, float]:
+    """One full-batch optimiser step on the training targets; returns the task and reconstruction losses."""
+    model.train()
+    optimiser.zero_grad()
+    out = model(*batch.inputs())
+    task = masked_mse(out.y_hat, batch.y, batch.masks["train"])
+    recon = (recon_loss(out.p_hat, batch.proxies, params.model.recon_anchor_weight) if out.p_hat is not None
+             else torch.zeros((), device=task.device))
+    (task + model.recon_weight * recon).backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), params.train.grad_clip)
+    optimiser.step()
+    return task.item(), recon.item()
+
+
+def _validation_loss(model: torch.nn.Module, val_batch: Batch) -> float:
+    model.eval()
+    with torch.no_grad():
+        return masked_mse(model(*val_batch.inputs()).y_hat, val_batch.y, val_batch.masks["val"]).item()
+
+
+def predictions(result: FitResult, panel: Panel) -> pd.DataFrame:
+    y_hat = result.output.y_hat.cpu().numpy()
+    return panel.prediction_frame(result.model.cfg.max_lag, result.norm.Y.inverse(y_hat))

@@ -1,0 +1,240 @@
+"""Headless execution of the notebooks (``python -m acgate.notebook run``, see
+:mod:`acgate.notebook`): Jupytext turns the percent-format notebook into an ``.ipynb`` and Papermill executes it in
+a kernel of its own, one ``key=value`` per notebook parameter. The executed copy appears at the output path only
+when every cell ran; the notebook's output streams into ``<output>.log`` while it runs, its progress lines
+(``[<method> seed <n>] ...``; the calibrations' replicates), its ``WARNING:`` and ``PROBLEM:`` lines and, every
+:data:`BAR_EVERY` seconds, the state of a training progress bar also to the terminal; a failed run leaves its partly
+executed copy beside it as ``.<name>.partial.ipynb``. Several seeds run in one kernel whose namespace is cleared
+between runs (:func:`execute_notebooks`), so that a kernel's start and imports are not paid per seed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    pass
+
+
+# each notebook process does its numerical work on one thread, so N parallel jobs use N cores
+SINGLE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+
+
+# progress lines: training's "[acgate seed 3] epoch 25/200 ...", the calibrations' "[calibration 4/19] ..." and
+# "[panel-matched 4/19] ..."; and what a user must not miss: "WARNING: ..." and "PROBLEM: ..."
+PROGRESS = re.compile(r"^\s*(\[(\w+ seed \d+|(calibration|panel-matched) \d+/\d+)\]|WARNING:|PROBLEM:)")
+
+
+BAR = re.compile(r"^\s*\w+ seed \d+:\s+\d+%\|")  # its progress bar: "acgate seed 3:  45%|####5  | 90/200 [...]"
+
+
+BAR_EVERY = 5.0  # seconds between two echoes of a progress bar
+
+
+class _Progress(logging.Handler):
+    """Echoes the progress lines of a notebook's output to the terminal, prefixed with where the notebook runs, and
+    the state of its progress bar every :data:`BAR_EVERY` seconds."""
+
+    def __init__(self, terminal: int, where: str):
+        super().__init__()
+        self.stream, self.where = os.fdopen(os.dup(terminal), "w", buffering=1), where
+        self.last_bar = time.monotonic()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        for line in re.split(r"[\r\n]", record.getMessage()):
+            bar_due = BAR.match(line) and time.monotonic() - self.last_bar >= BAR_EVERY
+            if bar_due:
+                self.last_bar = time.monotonic()
+            if PROGRESS.match(line) or bar_due:
+                self.stream.write(f"{self.where}: {line.strip()}\n")
+
+    def close(self) -> None:
+        self.stream.close()
+        super().close()
+
+
+@contextmanager
+def _kernel_process(log: Path):
+    """While the block runs, a kernel started from this process inherits ``SINGLE_THREAD`` in its environment and
+    writes its own standard output and error (start-up messages, anything below Python) into ``log``; both are
+    restored afterwards. Yields the terminal's standard error (a duplicate descriptor, valid inside the block)."""
+    saved_env = {key: os.environ.get(key) for key in SINGLE_THREAD}
+    os.environ.update(SINGLE_THREAD)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved_fds = [os.dup(1), os.dup(2)]
+    with open(log, "a") as sink:
+        os.dup2(sink.fileno(), 1)
+        os.dup2(sink.fileno(), 2)
+    try:
+        yield saved_fds[1]
+    finally:
+        for fd, saved in zip((1, 2), saved_fds, strict=True):
+            os.dup2(saved, fd)
+            os.close(saved)
+        for key, value in saved_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+# Run in the kernel between two notebooks that share it (silently: no output, no execution count): closes the figures,
+# clears the namespace (%reset -f), makes warnings shown once per place show again, and numbers the next cells from 1
+RESET = """\
+import sys as _sys
+if "matplotlib.pyplot" in _sys.modules:
+    _sys.modules["matplotlib.pyplot"].close("all")
+import warnings as _warnings
+with _warnings.catch_warnings():  # entering and leaving it makes every module's record of shown warnings stale
+    pass
+get_ipython().run_line_magic("reset", "-f")
+get_ipython().execution_count = 1
+"""
+
+
+def _start_kernel(kernel_name: str, cwd: Path, sockets: Path):
+    """A Jupyter kernel for several notebooks in turn, started as nbclient starts one (IPython history in memory);
+    the manager keeps the clients Papermill opens on it, so that they can be closed (:func:`_close_clients`).
+
+    On POSIX systems the kernel talks to this process over Unix sockets in ``sockets`` (an empty folder of the
+    caller's), not over TCP: Jupyter picks a kernel's TCP ports as free, releases them and has the kernel bind
+    them moments later, and when many kernels start at once (the workflow's jobs on 16 cores) another process can
+    take one in between; the kernel then dies at its start ("Kernel died before replying to kernel_info")."""
+    from jupyter_client.manager import AsyncKernelManager
+    from jupyter_core.utils import run_sync
+
+    class Kernel(AsyncKernelManager):
+        def client(self, **kwargs):
+            client = super().client(**kwargs)
+            self.clients.append(client)
+            return client
+
+    transport = {"transport": "ipc", "connection_file": str(sockets / "kernel.json")} if os.name == "posix" else {}
+    kernel = Kernel(kernel_name=kernel_name, **transport)
+    kernel.clients = []
+    run_sync(kernel.start_kernel)(cwd=str(cwd), extra_arguments=["--HistoryManager.hist_file=:memory:"])
+    return kernel
+
+
+def _close_clients(kernel) -> None:
+    while kernel.clients:
+        kernel.clients.pop().stop_channels()
+
+
+def _reset(kernel, before: Path, kernel_log: Path) -> None:
+    """Clear what a notebook left in the kernel (:data:`RESET`) before the next one (``before``) runs."""
+    from jupyter_core.utils import run_sync
+
+    client = kernel.client()
+    client.start_channels()
+    try:
+        reply = run_sync(client.execute_interactive)(RESET, silent=True, store_history=False, timeout=60)
+    except TimeoutError:
+        reply = {"content": {"status": "error", "evalue": "no reply within 60 s"}}
+    finally:
+        _close_clients(kernel)
+    if reply["content"]["status"] != "ok":
+        raise RuntimeError(f"clearing the kernel before {before} failed: {reply['content'].get('evalue')}\n"
+                           f"  the kernel's own output: {kernel_log}")
+
+
+def execute_notebook(notebook: Path, output: Path, parameters: dict, cwd: Path | None = None) -> float:
+    """Convert a percent-format notebook with Jupytext and execute it with Papermill into ``output`` (working
+    directory ``cwd``, default the notebook's folder); returns the wall seconds. The executed copy appears only
+    when the run succeeded; the log is kept either way."""
+    return execute_notebooks(notebook, [(output, parameters)], cwd)[0]
+
+
+def execute_notebooks(notebook: Path, runs: list[tuple[Path, dict]], cwd: Path | None = None) -> list[float]:
+    """Execute ``notebook`` once per ``(output, parameters)`` of ``runs``, in turn, as :func:`execute_notebook` does,
+    in one kernel: a kernel's start and its imports are paid once, not per run. Between two runs the kernel's
+    namespace is cleared (:data:`RESET`), so each notebook sees only what it defines, as in a fresh kernel; the
+    tests check that a run's artifacts and outputs are those of a fresh kernel. Returns
+    each run's wall seconds. A failure stops the runs after it (each completed one keeps its executed copy). The
+    kernel's own standard output and error (start-up messages, anything below Python) go to the first run's log.
+
+    The kernel is stopped at once when the last cell has run: everything a notebook writes is on disk by then,
+    and a graceful stop would wait seconds for the interpreter of a process that has imported PyTorch to wind
+    down."""
+    import jupytext
+    import papermill
+    from jupyter_core.utils import run_sync
+
+    notebook = Path(notebook)
+    runs = [(Path(output), parameters) for output, parameters in runs]
+    for output, _ in runs:
+        output.parent.mkdir(parents=True, exist_ok=True)
+    first = runs[0][0]
+    source = first.with_name(f".{first.stem}.input.ipynb")
+    kernel_log = first.with_suffix(".log")  # the first run's log also takes the kernel's own output
+    document = jupytext.read(notebook)
+    jupytext.write(document, source)
+    cwd = Path(cwd or notebook.parent)
+    logger = logging.getLogger("papermill")
+    level = logger.level
+    logger.setLevel(logging.INFO)
+    seconds = []
+    try:
+        kernel_log.write_text("")
+        with _kernel_process(kernel_log) as terminal, tempfile.TemporaryDirectory(prefix="acgate-kernel-") as sockets:
+            kernel = _start_kernel(document.metadata.get("kernelspec", {}).get("name", "python3"), cwd, Path(sockets))
+            try:
+                for i, (output, parameters) in enumerate(runs):
+                    if i:
+                        _reset(kernel, output, kernel_log)
+                    # (the first log is emptied before the kernel starts, which writes into it)
+                    seconds.append(_execute(papermill, kernel, notebook, source, output, parameters, cwd, terminal,
+                                             kernel_log))
+            finally:
+                _close_clients(kernel)
+                run_sync(kernel.shutdown_kernel)(now=True)
+    finally:
+        logger.setLevel(level)
+        source.unlink(missing_ok=True)
+    return seconds
+
+
+def _execute(papermill, kernel, notebook: Path, source: Path, output: Path, parameters: dict, cwd: Path,
+             terminal: int, kernel_log: Path) -> float:
+    """One run of :func:`execute_notebooks` (``notebook`` converted to ``source``) on a started kernel: its log
+    (emptied first unless it is ``kernel_log``, which the kernel's own output goes to), its progress lines to
+    ``terminal``, the partly executed copy kept on failure."""
+    partial = output.with_name(f".{output.stem}.partial.ipynb")
+    partial.unlink(missing_ok=True)  # from an earlier failed or killed run
+    log = output.with_suffix(".log")
+    if log != kernel_log:
+        log.write_text("")
+    logger = logging.getLogger("papermill")
+    handler = logging.FileHandler(log)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    progress = _Progress(terminal, "/".join(output.resolve().parts[-3:-1]))
+    logger.addHandler(handler)
+    logger.addHandler(progress)
+    start = time.perf_counter()
+    try:
+        papermill.execute_notebook(source, partial, parameters=parameters, cwd=str(cwd), log_output=True,
+                                   progress_bar=False, km=kernel)
+    except Exception as err:
+        with open(log, "a") as sink:  # the failing cell's traceback, as Papermill reports it
+            sink.write(f"\n{type(err).__name__}: {err}\n")
+        name, value = getattr(err, "ename", type(err).__name__), getattr(err, "evalue", err)  # Papermill's, or Python's
+        cause = f"{name}: {value}"
+        elsewhere = "" if log == kernel_log else f"\n  the kernel's own output (crashes below Python): {kernel_log}"
+        raise RuntimeError(f"{notebook.name} failed: {cause}\n  parameters: {parameters}\n  log: {log}\n"
+                           f"  partly executed notebook: {partial}{elsewhere}") from err
+    finally:
+        _close_clients(kernel)
+        for attached in (handler, progress):
+            logger.removeHandler(attached)
+            attached.close()
+    os.replace(partial, output)
+    return time.perf_counter() - start

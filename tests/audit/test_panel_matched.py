@@ -1,0 +1,230 @@
+"""Panel-matched error rates (acgate.audit.panel_matched, notebooks/07_panel_matched.py): a surrogate keeps the audited
+panel and replaces only its target, its lag curves are those it claims (checked by each entity's own least squares,
+apart from the module), the rates are counted and worded as they should be, a stale study is refused, and the
+notebook's rates reach the audit's verdicts.json and its printed verdicts."""
+
+import dataclasses
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from scipy import stats
+
+from acgate.audit import calibration, panel_matched
+from acgate.config import load_params
+from acgate.data import prep
+from acgate.data.example import write_example
+from acgate.data.panel import Normalisers, Panel
+from acgate.layout import panel_dir, panel_matched_dir
+from acgate.models import runner
+from acgate.notebook.execution import execute_notebook
+from acgate.report import inputs, paper_tables
+
+ROOT = Path(__file__).resolve().parents[2]
+SMOKE = "params/smoke_panel.yaml"
+CLASSICAL = ["moderated_dl", "shared_dl", "shuffled_dl", "proxy_scaled_dl"]
+
+
+@pytest.fixture(scope="module")
+def example(tmp_path_factory):
+    """The example panel's params under the smoke profile (its CSV and params file in a temporary folder), the
+    folder (the panel prepared in data/processed/example_panel) and the panel."""
+    tmp = tmp_path_factory.mktemp("matched")
+    spec = yaml.safe_load((ROOT / "params" / "example_panel.yaml").read_text())
+    spec["data"]["csv_file"] = str(write_example(tmp / "example_panel.csv"))
+    (tmp / "example_panel.yaml").write_text(yaml.safe_dump(spec))
+    params = load_params(tmp / "example_panel.yaml", ROOT / SMOKE)
+    long, source = prep.load_long(params, ROOT)
+    prep.save(prep.prepare(long, params, source), panel_dir(tmp / "data", params.domain), {"note": "test"})
+    return params, tmp, Panel.load(panel_dir(tmp / "data", params.domain))
+
+
+@pytest.fixture(scope="module")
+def source(example):
+    params, _, panel = example
+    return panel_matched.fit_source(panel, params)
+
+
+def own_curves(panel: Panel, max_lag: int, units: Panel) -> np.ndarray:
+    """(N, F, K) each entity's distributed-lag curves by its own least squares (an intercept and lags 1..K of every
+    feature) on all its observed targets from step K, in the training-window standardised units of ``units`` (the
+    panel the surrogates were made from)."""
+    norm = Normalisers.fit(units)
+    x, y = norm.X.transform(panel.X).astype(float), norm.Y.transform(panel.Y).astype(float)
+    n, t_len, n_feat = x.shape
+    curves = np.empty((n, n_feat, max_lag))
+    for i in range(n):
+        rows = [t for t in range(max_lag, t_len) if np.isfinite(y[i, t])]
+        design = np.array([[1.0, *(x[i, t - k, f] for f in range(n_feat) for k in range(1, max_lag + 1))]
+                           for t in rows])
+        coef = np.linalg.lstsq(design, y[i, rows], rcond=None)[0]
+        curves[i] = coef[1:].reshape(n_feat, max_lag)
+    return curves
+
+
+def test_a_surrogate_keeps_the_panel_and_replaces_only_its_target(example, source):
+    _, _, panel = example
+    for name in source.scenarios():
+        surrogate = panel_matched.draw(source, name, seed=3)
+        for field in ("entities", "times", "X", "P", "S"):
+            np.testing.assert_array_equal(getattr(surrogate, field), getattr(panel, field), err_msg=field)
+        assert (surrogate.feature_names, surrogate.proxy_names, surrogate.static_names) == (
+            panel.feature_names, panel.proxy_names, panel.static_names)
+        assert (surrogate.val_start, surrogate.test_start) == (panel.val_start, panel.test_start)
+        pd.testing.assert_frame_equal(surrogate.stratifiers, panel.stratifiers)
+        np.testing.assert_array_equal(np.isnan(surrogate.Y), np.isnan(panel.Y))  # the same targets are missing
+        assert not np.allclose(surrogate.Y[np.isfinite(panel.Y)], panel.Y[np.isfinite(panel.Y)])
+        assert surrogate.meta["surrogate"] == name
+    assert np.array_equal(panel_matched.draw(source, "one_curve", 3).Y, panel_matched.draw(source, "one_curve", 3).Y,
+                          equal_nan=True)
+
+
+def test_a_null_surrogate_has_one_lag_curve_for_every_entity(example, source):
+    params, _, _ = example
+    K = params.model.max_lag
+    noiseless = dataclasses.replace(source, sigma=np.zeros_like(source.sigma))
+    one = own_curves(panel_matched.draw(noiseless, "one_curve", 0), K, source.panel)
+    np.testing.assert_allclose(one, np.broadcast_to(source.curve, one.shape), atol=1e-6)
+    assert np.ptp(panel_matched.draw(source, "one_curve", 0).truth["kstar_true"]) == 0
+    # effect_size: the same shape for all, its size set by the proxies' direction (0.25 to 1.75 times)
+    sized = own_curves(panel_matched.draw(noiseless, "effect_size", 0), K, source.panel)
+    ratio = sized / source.curve
+    np.testing.assert_allclose(ratio, ratio[:, :, :1] * np.ones_like(ratio), atol=1e-5)
+    assert 0.25 < ratio.min() and ratio.max() < 1.75
+    assert stats.spearmanr(ratio[:, 0, 0], source.proxy_score).statistic == pytest.approx(1.0)
+
+
+def test_a_positive_surrogate_has_the_lags_it_claims(example, source):
+    params, _, _ = example
+    K = params.model.max_lag
+    noiseless = dataclasses.replace(source, sigma=np.zeros_like(source.sigma))
+    for name, score in (("proxy_lags_one", source.proxy_score), ("stratifier_lags_one", source.stratifier_score)):
+        drawn = panel_matched.draw(noiseless, name, 0)
+        claimed = panel_matched._shifted(source.curve, source.shifts[name])
+        np.testing.assert_allclose(own_curves(drawn, K, source.panel), claimed, atol=1e-6)
+        kstar = drawn.truth["kstar_true"]
+        assert np.std(kstar) == pytest.approx(1.0, abs=0.05) == source.about["true_kstar_sd"][name]
+        assert stats.spearmanr(kstar, score).statistic > 0.9  # a higher score, a later lag
+    # the stratifier scenarios follow what the proxies do not carry
+    governance = source.about["proxy_direction"]
+    assert "mean_governance" in governance and "mean_survey_noise" in source.about["stratifier"]
+    assert abs(stats.spearmanr(source.stratifier_score, source.proxy_score).statistic) < 0.3
+
+
+def test_the_source_is_recovered_from_its_own_surrogate(example, source):
+    params, _, _ = example
+    refits = [panel_matched.fit_source(panel_matched.draw(source, "one_curve", seed), params) for seed in range(8)]
+    # the persistence of the noise, corrected for the bias of centring short series (uncorrected: 0.08 lower)
+    assert np.mean([again.rho for again in refits]) == pytest.approx(source.rho, abs=0.05)
+    for again in refits:
+        assert np.corrcoef(again.curve.ravel(), source.curve.ravel())[0, 1] > 0.8
+        assert np.median(again.sigma) == pytest.approx(np.median(source.sigma), rel=0.25)
+
+
+def records_of(verdicts: dict) -> pd.DataFrame:
+    """Replicate records of one reference (moderated_dl) whose every verdict is ``supported`` (1) or not (0), per
+    scenario and replicate."""
+    records = []
+    for name, supported in verdicts.items():
+        for r, flag in enumerate(supported):
+            verdict = "supported" if flag else "not certified"
+            scenario = panel_matched.SCENARIOS[name]
+            records.append({"scenario": name, "control": scenario.control, "lags_differ_truth": scenario.lags_differ,
+                            "replicate": r, "reference": "moderated_dl",
+                            **{f"{rule}_{layer}": verdict for rule in ("paper", "calibrated", "calibrated_sd0")
+                               for layer in ("L0", "L1", "L2", "L3")},
+                            "L2_test_alone": verdict, "L2_strict_alone": verdict, "lags_differ": verdict})
+    return pd.DataFrame(records)
+
+
+def test_the_error_rates_are_counted_and_worded():
+    table = calibration.calibration_table(records_of({
+        "one_curve": [1, 0, 0, 0], "effect_size": [0, 0, 0, 0], "stratifier_lags_one": [0, 1, 1, 1],
+        "proxy_lags_one": [1, 1, 1, 0], "proxy_lags_two": [1, 1, 1, 1]}))
+    about = {"true_kstar_sd": {"proxy_lags_one": 1.0, "proxy_lags_two": 1.684, "stratifier_lags_one": 0.98},
+             "aligned_stratifier": "governance"}
+    rates = panel_matched.error_rates(table, about)
+    l1 = rates["moderated_dl"]["L1"]  # the stratifier scenario is a null of L1 (the proxies cannot hold its lags)
+    assert l1["false_support"]["supported"] == 4 and l1["false_support"]["replicates"] == 12
+    exact = stats.binomtest(4, 12).proportion_ci(0.95, method="exact")
+    assert l1["false_support"]["ci"] == [round(exact.low, 4), round(exact.high, 4)]
+    assert l1["power"]["1"]["supported"] == 3 and l1["power"]["2"]["supported"] == 4
+    assert l1["sentence"] == ("on panels like this one the rule falsely supports in 4 of 12 nulls; it detects a "
+                              "spread of 1 lag in 3 of 4; a spread of 2 lags (sd 1.684 in this window) in 4 of 4")
+    differ = rates["moderated_dl"]["lags differ"]  # ... and a positive of the lags-differ statement
+    assert differ["false_support"]["replicates"] == 8 and differ["power"]["1"] == {
+        "supported": 6, "replicates": 8, "ci": differ["power"]["1"]["ci"], "true_kstar_sd": 0.99}
+    # no stratifier follows the proxies' direction: L2's power is not measured
+    alone = panel_matched.error_rates(table, {**about, "aligned_stratifier": None})["moderated_dl"]["L2"]
+    assert alone["power"] == {} and alone["sentence"].endswith("in 4 of 12 nulls")
+    positives = panel_matched.error_rates(calibration.calibration_table(records_of({"proxy_lags_one": [1, 0]})),
+                                          about)["moderated_dl"]["L1"]
+    assert positives["false_support"]["ci"] is None
+    assert positives["sentence"] == "no nulls were run; it detects a spread of 1 lag in 1 of 2"
+
+
+def test_a_study_of_another_panel_or_other_params_is_refused(example, source, tmp_path):
+    params, _, panel = example
+    path = tmp_path / panel_matched.RECORD
+    rates = {"moderated_dl": {"L1": {"sentence": "x"}}}
+    panel_matched.write_record(path, source, params, ["one_curve"], 2, 1, 2, rates, 0.1, 1)
+    assert panel_matched.read_rates(path, panel, params)["error_rates"] == rates
+    changed = dataclasses.replace(panel, Y=panel.Y + 1)
+    assert "another panel" in panel_matched.read_rates(path, changed, params)["note"]
+    shuffled = panel.stratifiers.copy()
+    shuffled["mean_governance"] = shuffled["mean_governance"].to_numpy()[::-1]
+    restratified = dataclasses.replace(panel, stratifiers=shuffled)
+    assert "other stratifiers" in panel_matched.read_rates(path, restratified, params)["note"]
+    record = json.loads(path.read_text())
+    for key, what in (("rules_version", "other rules"), ("surrogate_version", "other surrogates")):
+        path.write_text(json.dumps({**record, key: record[key] - 1}))
+        assert what in panel_matched.read_rates(path, panel, params)["note"]
+    path.write_text(json.dumps(record)[:-5])
+    assert "unreadable" in panel_matched.read_rates(path, panel, params)["note"]
+    path.write_text(json.dumps(record))
+    # the audit takes the first study that is current: a grid's own, else the copy beside the tables
+    stale = tmp_path / "stale.json"
+    stale.write_text(json.dumps({**record, "rules_version": record["rules_version"] - 1}))
+    assert panel_matched.current_rates([stale, path], panel, params)["file"] == str(path)
+    assert "other rules" in panel_matched.current_rates([stale, tmp_path / "none.json"], panel, params)["note"]
+    other = dataclasses.replace(params, n_seeds=params.n_seeds + 1)
+    assert "other params" in panel_matched.read_rates(path, panel, other)["note"]
+    assert "no panel-matched study" in panel_matched.read_rates(tmp_path / "none.json", panel, params)["note"]
+
+
+def test_the_study_notebook_states_its_rates_in_the_audit(example):
+    params, tmp, panel = example
+    common = {"domain": "example_panel", "params_file": str(tmp / "example_panel.yaml"), "profile_file": SMOKE,
+              "runs_dir": str(tmp / "runs"), "data_dir": str(tmp / "data")}
+    execute_notebook(ROOT / "notebooks" / "07_panel_matched.py",
+                     panel_matched_dir(tmp / "runs", "example_panel") / "07_panel_matched.ipynb",
+                     {**common, "tables_dir": str(tmp / "tables"), "figures_dir": str(tmp / "figures"),
+                      "scenarios": ["one_curve", "proxy_lags_two"], "replicates": 2, "neural_replicates": 1,
+                      "seeds": 2, "jobs": 1})
+    record = json.loads((panel_matched_dir(tmp / "runs", "example_panel") / panel_matched.RECORD).read_text())
+    assert set(record["error_rates"]) == {"acgate", "moderated_dl"}
+    assert record["error_rates"]["moderated_dl"]["L1"]["false_support"]["replicates"] == 2
+    assert record["error_rates"]["acgate"]["L1"]["false_support"]["replicates"] == 1  # the first replicate only
+    table = pd.read_csv(tmp / "tables" / "example_panel_panel_matched.csv")
+    assert set(table.scenario) == {"one_curve", "proxy_lags_two"}
+    assert (tmp / "figures" / "example_panel_panel_matched.png").is_file()
+    for seed in range(2):
+        for method in CLASSICAL:
+            runner.run_method(panel, params, method, seed, tmp / "runs", lambda s: None)
+    executed = tmp / "runs" / "example_panel" / "audit" / "04_audit.ipynb"
+    execute_notebook(ROOT / "notebooks" / "04_audit.py", executed, {**common, "seeds": 2, "methods": CLASSICAL})
+    verdicts = json.loads((executed.parent / "verdicts.json").read_text())
+    assert verdicts["error_rates"]["error_rates"] == record["error_rates"] and verdicts["error_rates"]["note"] == ""
+    printed = "".join("".join(output.get("text", "")) for cell in json.loads(executed.read_text())["cells"]
+                      for output in cell.get("outputs", []))
+    sentence = record["error_rates"]["moderated_dl"]["L1"]["sentence"]
+    assert "moderated_dl L1:" in printed and sentence in printed
+    # the report's verdict matrix says how often the nulls were falsely supported
+    matrix = paper_tables.verdict_table(inputs.audits(tmp / "runs", ["example_panel"]))
+    rates = record["error_rates"]["moderated_dl"]
+    assert matrix.set_index("reference").loc["moderated_dl", paper_tables.MATCHED_COLUMN] == ", ".join(
+        f"{layer} {rates[layer]['false_support']['supported']}/{rates[layer]['false_support']['replicates']}"
+        for layer in ("L1", "L2", "lags differ"))

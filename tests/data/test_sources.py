@@ -1,0 +1,231 @@
+"""Readers on the real files in $ACGATE_RAW_DIR (skipped without it) and the downloaders against a local HTTP
+server on 127.0.0.1."""
+
+import hashlib
+import http.server
+import io
+import json
+import threading
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from acgate.data import sources
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_pwt_reader_and_economics_loader(raw_dir):
+    frame = sources.load_pwt(raw_dir)
+    row = frame[(frame.entity == "AGO") & (frame.time == 1980)].iloc[0]
+    assert row.ctfp == pytest.approx(0.470326393842697)  # the value the data README records
+    assert {"capital_output", "gdp_growth", "capital_growth", "log_emp_hours", "hc"} <= set(frame.columns)
+    usa = frame[frame.entity == "USA"].set_index("time")
+    raw = pd.read_stata(raw_dir / "pwt110.dta").query("countrycode == 'USA'").set_index("year")
+    assert usa.gdp_growth.loc[2000] == pytest.approx(np.log(raw.rgdpna.loc[2000] / raw.rgdpna.loc[1999]))
+    assert usa.capital_output.loc[2000] == pytest.approx(raw.ck.loc[2000] / raw.rgdpna.loc[2000])
+
+
+def test_energy_loader_joins_owid_and_wgi(raw_dir):
+    references = [raw_dir / "extra" / name for name in ("wgidataset_fullprecision.csv",
+                                                        "reference_energy_wgi_merged.csv")]
+    if not all(p.is_file() for p in references):
+        pytest.skip(f"reference files not found: {', '.join(map(str, references))}")
+    frame = sources.load_owid_wgi(raw_dir)
+    assert frame.entity.str.fullmatch(r"[A-Z]{3}").all()  # OWID aggregates dropped
+    wgi = pd.read_csv(references[0])
+    ref = wgi.query("code == 'AFG' and year == 1996 and indicator == 'ge'").estimate.iloc[0]
+    got = frame.query("entity == 'AFG' and time == 1996")["ge"].iloc[0]
+    assert got == pytest.approx(ref)  # -2.175 in the 2024 release, per the data README
+    assert frame.query("entity == 'AFG' and time == 1997")["ge"].isna().all()  # WGI were biennial before 2002
+    merged = pd.read_csv(references[1])
+    both = frame.merge(merged, left_on=["entity", "time"], right_on=["entity_code", "year"])
+    both = both.dropna(subset=["renewables_share_energy_x", "renewables_share_energy_y"])
+    assert len(both) > 2000
+    np.testing.assert_allclose(both.renewables_share_energy_x, both.renewables_share_energy_y)
+
+
+def test_missing_file_and_missing_column_are_named(tmp_path):
+    with pytest.raises(sources.SourceError, match=r"input file not found: .*owid-co2-data.csv.*make data"):
+        sources.read_owid_co2(tmp_path)
+    pd.DataFrame({"iso_code": ["AAA"], "year": [2000], "population": [1.0]}).to_csv(
+        tmp_path / "owid-co2-data.csv", index=False)
+    with pytest.raises(sources.SourceError, match=r"owid-co2-data.csv: missing column\(s\) country, gdp, "
+                                                  r"co2_per_unit_energy"):
+        sources.read_owid_co2(tmp_path)
+
+
+# --- a user's CSV
+
+
+def test_entity_ids_are_read_exactly_as_written(tmp_path):
+    csv = tmp_path / "ids.csv"
+    csv.write_text("region,year,v\nNA,2000,1\nnull,2000,2\n000,2000,3\n001,2000,4\n1,2000,5\nNA,2001,NA\n")
+    frame = sources.load_csv(csv, "region", "year")
+    assert list(frame.entity) == ["NA", "null", "000", "001", "1", "NA"]
+    assert frame.v.isna().tolist() == [False] * 5 + [True]  # other columns keep the usual missing markers
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"", r"the file is empty; it needs a header row"),
+    (b"region,year,v\n", r"a header but no rows"),
+    ("region,year,v\nZ\xfcrich,2000,1\n".encode("latin-1"), r"not UTF-8 text .* save it as UTF-8"),
+    (b"region;year;v\nA;2000;1\n", r"one column 'region;year;v': the file seems separated by semicolons"),
+    (b"region,year,time,v\nA,2000,1,1\n", r"a column named 'time' besides the time column 'year'; rename it"),
+    (b"region,year,entity,v\nA,2000,x,1\n", r"a column named 'entity' besides the entity column 'region'"),
+    (b"region,year,v\n,2000,1\n", r"column 'region' is empty on line 2"),
+    (b"region,t,v\nA,2000,1\n", r"\(data.entity_column = 'region', data.time_column = 'year': set them in the params "
+                              r"file to the file's own column names\): missing column\(s\) year; found region, t, v"),
+    (b"region, year, v\nA, 2000, 1\n", r"\(data.entity_column = .*\): missing column\(s\) year; found region,  year,  "
+                                      r"v; the header writes ' year' with spaces around the name: remove them"),
+    (b'region,year,v\nA,"2000,1\nB,2001,1\n', r"pandas cannot read it \(.*EOF inside string.*\); a quote \(\"\) that "
+                                              r"opens a field and never closes is the usual cause"),
+    (b'region,year,v\n \t\n""\nB,2001,1\n', r"column 'region' is empty on line 3"),  # a quoted empty field is a row
+])
+def test_malformed_csv_names_the_file_and_the_fix(tmp_path, content, message):
+    csv = tmp_path / "mine.csv"
+    csv.write_bytes(content)
+    with pytest.raises(sources.SourceError, match=rf"mine.csv:? {message}"):
+        sources.load_csv(csv, "region", "year")
+
+
+def test_a_column_named_twice_in_the_header_is_refused_naming_the_columns(tmp_path):
+    """pandas reads a repeated name as 'outcome.1' and the params' 'outcome' takes the first column, silently."""
+    csv = tmp_path / "mine.csv"
+    csv.write_text("region,year,outcome,x,outcome\nA,2000,1,2,3\n")
+    with pytest.raises(sources.SourceError, match=r"mine.csv: the header names a column more than once: 'outcome' "
+                                                  r"\(columns 3 and 5\); only one of them would be read, silently\. "
+                                                  r"Rename or delete the repeats"):
+        sources.load_csv(csv, "region", "year")
+    csv.write_text("region,year,x,x \nA,2000,1,2\n")  # the same name but for a space: which one is meant?
+    with pytest.raises(sources.SourceError, match=r"more than once: 'x' and 'x ' \(columns 3 and 4\)"):
+        sources.load_csv(csv, "region", "year")
+    csv.write_text("region,year,v,,\nA,2000,1,,\n")  # empty names (a spreadsheet's blank columns) are no repeats
+    assert list(sources.load_csv(csv, "region", "year").v) == [1]
+
+
+@pytest.mark.parametrize("rows, line, cause", [
+    (["A,2000,0.5", "A,2001,0,43"], 3, r"A decimal comma \(0,43\) splits a number in two: save the file with decimal "
+                                       r"points \(0.43\); a text holding a comma must be in quotes"),
+    (["A,2000,0,43", "A,2001,0.5"], 2, "A decimal comma"),  # on the first data line pandas took 'region' as the index
+    (["A,2000,1", "", "A,2001,1,"], 4, r"The line ends in 1 comma\(s\) too many: delete them"),  # a blank line counts
+])
+def test_a_line_with_more_fields_than_the_header_names_the_line_the_counts_and_the_fix(tmp_path, rows, line, cause):
+    csv = tmp_path / "mine.csv"
+    csv.write_text("region,year,v\n" + "\n".join(rows) + "\n")
+    with pytest.raises(sources.SourceError, match=rf"mine.csv: line {line} has 4 fields where the header has 3 "
+                                                  rf"\(A,20\d\d,.*\)\. {cause}"):
+        sources.load_csv(csv, "region", "year")
+
+
+@pytest.mark.parametrize("cell, message", [
+    ("", r"has no value on line 4 \(entity 'B'\); every row needs its time: fill it in"),
+    ("NA", r"has no value on line 4 \(entity 'B'\)"),
+    ("2001.5", r"holds '2001.5' on line 4 \(entity 'B'\), not a whole number; .*number the periods as consecutive "
+               r"steps"),
+    ("inf", r"holds 'inf' on line 4 \(entity 'B'\), not a whole number"),
+])
+def test_a_missing_or_fractional_time_names_the_line_and_the_entity(tmp_path, cell, message):
+    csv = tmp_path / "mine.csv"
+    csv.write_text(f"region,year,v\nA,2000,1\n\nB,{cell},2\n")  # a blank line, which pandas skips, still counts
+    with pytest.raises(sources.SourceError, match=rf"mine.csv: column 'year' {message}"):
+        sources.load_csv(csv, "region", "year")
+
+
+def test_ids_that_differ_only_by_spaces_around_them_are_refused_naming_both(tmp_path):
+    """Ids are kept exactly as written, so 'USA ' and 'USA' were two entities, each with part of the years."""
+    csv = tmp_path / "mine.csv"
+    csv.write_text("region,year,v\nUSA,2000,1\nFRA,2000,1\nFRA ,2001,1\n\tUSA,2001,2\nUSA,2002,1\n")
+    with pytest.raises(sources.SourceError, match=r"mine.csv: column 'region' writes the entity 'USA' in 2 ways that "
+                                                  r"differ only by spaces around it: 'USA' \(line 2\) and '\\tUSA' "
+                                                  r"\(line 5\) \(also: 'FRA'\); .*Remove the spaces"):
+        sources.load_csv(csv, "region", "year")
+    csv.write_text("region,year,v\nNew York ,2000,1\nNew York ,2001,2\n")  # written one way: one entity, as written
+    assert list(sources.load_csv(csv, "region", "year").entity) == ["New York "] * 2
+
+
+# --- downloads
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    files: dict = {}
+
+    def do_GET(self):  # noqa: N802 (http.server's naming)
+        body, announced = self.files.get(self.path, (None, None))
+        if body is None:
+            self.send_error(404)
+            return
+        self.send_response(200)
+        self.send_header("Content-Length", str(announced))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def server():
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+
+
+def leftovers(directory):
+    return sorted(p.name for p in directory.iterdir())
+
+
+def test_download_records_url_and_checksum(server, tmp_path):
+    body = b"country,year\n" + b"AAA,2000\n" * 1000
+    Handler.files["/ok.csv"] = (body, len(body))
+    record = sources.download(f"{server}/ok.csv", tmp_path / "owid-co2-data.csv")
+    assert (tmp_path / "owid-co2-data.csv").read_bytes() == body
+    assert record["sha256"] == hashlib.sha256(body).hexdigest() and record["bytes"] == len(body)
+    saved = json.loads((tmp_path / "owid-co2-data.csv.source.json").read_text())
+    assert saved["url"] == f"{server}/ok.csv" and saved["sha256"] == record["sha256"] and saved["downloaded_utc"]
+    assert leftovers(tmp_path) == ["owid-co2-data.csv", "owid-co2-data.csv.source.json"]
+
+
+def test_truncated_or_failed_download_leaves_no_file(server, tmp_path):
+    Handler.files["/short.csv"] = (b"abc", 1000)  # announces more than it sends
+    with pytest.raises(Exception):  # noqa: B017 (urllib raises IncompleteRead, or our own OSError)
+        sources.download(f"{server}/short.csv", tmp_path / "owid-energy-data.csv")
+    with pytest.raises(Exception):  # noqa: B017
+        sources.download(f"{server}/absent.csv", tmp_path / "owid-energy-data.csv")
+    assert leftovers(tmp_path) == []
+
+
+def test_download_extracts_the_member_of_a_dataset_archive(server, tmp_path):
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("readme.txt", "PWT")
+        archive.writestr("data/pwt110.dta", b"stata bytes")
+    Handler.files["/bundle"] = (buffer.getvalue(), len(buffer.getvalue()))
+    record = sources.download(f"{server}/bundle", tmp_path / "pwt110.dta")
+    assert (tmp_path / "pwt110.dta").read_bytes() == b"stata bytes"
+    assert record["sha256"] == hashlib.sha256(b"stata bytes").hexdigest()
+    assert leftovers(tmp_path) == ["pwt110.dta", "pwt110.dta.source.json"]
+
+
+def test_domains_without_their_input_files_are_skipped_with_the_reason(tmp_path, monkeypatch):
+    from acgate.config import load_params
+    from acgate.data.sources import missing_inputs
+
+    monkeypatch.setenv("ACGATE_RAW_DIR", str(tmp_path))
+    energy = load_params(ROOT / "params" / "energy.yaml")
+    why = missing_inputs(energy, ROOT)
+    assert "make data" in why
+    assert all(n in why for n in ("owid-co2-data.csv", "owid-energy-data.csv", "wgidataset.xlsx"))
+    economics = load_params(ROOT / "params" / "economics.yaml")
+    assert "pwt110.dta not found" in missing_inputs(economics, ROOT)
+    (tmp_path / "pwt110.csv").write_text("countrycode,year\n")  # an accepted form of the PWT file
+    assert missing_inputs(economics, ROOT) == ""
+    assert [p.name for p in sources.locate_inputs(economics, ROOT)[0]] == ["pwt110.csv"]
+    own = load_params(ROOT / "params" / "example_panel.yaml")  # a user's CSV: the key that names it, not make data
+    monkeypatch.setattr(sources, "locate_inputs", lambda params, root: ([], [root / params.data.csv_file]))
+    assert missing_inputs(own, ROOT).endswith("not found (data.csv_file, relative to the project root)")
