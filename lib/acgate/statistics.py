@@ -20,10 +20,26 @@ TIE_TOLERANCE = 1e-12  # |statistic| ties with the observed one count as exceedi
 
 
 def average_ranks(values: np.ndarray, axis: int = 0) -> np.ndarray:
-    """``scipy.stats.rankdata(values, axis=axis)``: 1-based ranks along ``axis``, tied values sharing the mean of
-    their positions, NaN for every element of a slice that holds a NaN. The same numbers (ranks are whole or half
-    numbers, exact in float64; a test compares), in numpy alone: scipy's call costs about 1 ms whatever the size,
-    and an audit ranks thousands of small vectors."""
+    """1-based average ranks along an axis, the numbers of ``scipy.stats.rankdata(values, axis=axis)``.
+
+    Tied values share the mean of their positions; every element of a slice (the values along ``axis``, the other
+    indices fixed) that holds a NaN is NaN. The same numbers as scipy's (ranks are whole or half numbers, exact in
+    float64; a test compares), in numpy alone: scipy's call costs about 1 ms whatever the size, and an audit ranks
+    thousands of small vectors.
+
+    Parameters
+    ----------
+    values : array_like of float, any shape
+        The values to rank; converted to float64.
+    axis : int, default 0
+        The axis to rank along: each slice along it is ranked on its own.
+
+    Returns
+    -------
+    ndarray of float64, the shape of ``values``
+        Ranks 1 to n along ``axis`` (n its length); NaN across every slice that holds a NaN. An empty input comes back
+        empty.
+    """
     x = np.ascontiguousarray(np.moveaxis(np.asarray(values, dtype=float), axis, -1))
     if x.size == 0:
         return np.moveaxis(x, -1, axis)
@@ -46,9 +62,22 @@ def average_ranks(values: np.ndarray, axis: int = 0) -> np.ndarray:
 
 
 def spearman(a: np.ndarray, b: np.ndarray) -> float:
-    """``scipy.stats.spearmanr(a, b).statistic`` for two vectors: the Pearson correlation (``np.corrcoef``, as scipy
-    takes it) of their average ranks, without the p-value and scipy's per-call cost. NaN when either holds a NaN
-    or is constant (scipy warns there; the callers here check first)."""
+    """Spearman's rank correlation of two vectors, the number of ``scipy.stats.spearmanr(a, b).statistic``.
+
+    The Pearson correlation (``np.corrcoef``, as scipy takes it) of their average ranks (:func:`average_ranks`),
+    without the p-value and scipy's per-call cost.
+
+    Parameters
+    ----------
+    a, b : (N,) array of float
+        The two variables, paired by position.
+
+    Returns
+    -------
+    float
+        rho, in [-1, 1]; NaN when either vector holds a NaN or is constant (scipy warns there; the callers here check
+        first).
+    """
     ranks = np.ascontiguousarray(average_ranks(np.column_stack((a, b)), axis=0))
     if np.isnan(ranks).any() or np.ptp(ranks[:, 0]) == 0 or np.ptp(ranks[:, 1]) == 0:
         return float("nan")
@@ -63,9 +92,30 @@ def _centred_ranks(values: np.ndarray) -> np.ndarray:
 
 def permutation_spearman(kstar: np.ndarray, stratifier: np.ndarray, permutations: int,
                          rng: np.random.Generator) -> tuple[float, float]:
-    """Spearman rho of k* (N,) and a stratifier (N,), and its entity-label permutation p-value
-    p = (1 + #{b : |rho_b| >= |rho|}) / (B + 1), with the stratifier's labels shuffled B times.
-    Both are NaN when either variable is constant."""
+    """Spearman's rho of k* and a stratifier, and its entity-label permutation p-value.
+
+    The null shuffles the stratifier's values across entities B times; the p-value is two-sided and carries the +1 of a
+    valid Monte Carlo p, so it is at least 1/(B + 1). Both numbers are NaN when either variable is constant.
+
+    Parameters
+    ----------
+    kstar : (N,) array of float
+        k* per entity, in lags; no NaN (the callers pass only the entities that have both values).
+    stratifier : (N,) array of float
+        The stratifier per entity, in the same entity order; no NaN.
+    permutations : int
+        B, the number of shuffles (``audit.permutations`` in the audit).
+    rng : numpy.random.Generator
+        Draws the shuffles; it is not used when either variable is constant.
+
+    Returns
+    -------
+    rho : float
+        Spearman's rho of ``kstar`` and ``stratifier`` (the Pearson correlation of their average ranks).
+    p : float
+        The permutation p-value (1 + #{b : |rho_b| >= |rho|}) / (B + 1), rho_b the rho of the b-th shuffle; a |rho_b|
+        within ``TIE_TOLERANCE`` below |rho| counts as reaching it.
+    """
     if np.ptp(kstar) == 0 or np.ptp(stratifier) == 0:
         return float("nan"), float("nan")
     k, s = _centred_ranks(kstar), _centred_ranks(stratifier)  # Spearman = Pearson of (average) ranks
@@ -78,18 +128,42 @@ def permutation_spearman(kstar: np.ndarray, stratifier: np.ndarray, permutations
 
 def lag_free_p(kstar: np.ndarray, stratifier: np.ndarray, proxies: np.ndarray, draws: int,
                rng: np.random.Generator, references: dict | None = None) -> tuple[float, float]:
-    """Alignment of k* (N,) with a stratifier (N,) against lag-free k*: fixed random functions of the proxies.
+    """Alignment of k* with a stratifier against lag-free k*: fixed random functions of the proxies.
 
-    k* of a proxy-conditioned gate is a function of the proxies (N, M) by construction, so a stratifier that the
-    proxies predict aligns with almost any such function. The reference distribution is |Spearman| of the
-    stratifier with B random directions in the standardised proxy space (w uniform on the unit sphere, k*_b =
-    P_std w); p = (1 + #{b : |rho_b| >= |rho|}) / (B + 1) asks whether the learned k* is more aligned than a k*
-    that knows nothing about lags. Returns (median |rho_b|, p); NaN when k* or the stratifier is constant.
+    k* of a proxy-conditioned gate is a function of the proxies by construction, so a stratifier that the proxies
+    predict aligns with almost any such function. The reference distribution is |Spearman| of the stratifier with B
+    random directions in the standardised proxy space (w uniform on the unit sphere, k*_b = P_std w, each proxy
+    centred and divided by its population sd, a constant proxy only centred). The p-value asks whether the learned k*
+    is more aligned than a k* that knows nothing about lags. Both numbers are NaN when ``kstar`` or ``stratifier`` is
+    constant.
 
-    ``references``: a dict the caller keeps between calls, which then holds the ranked projections per
-    (proxies, directions drawn): calls that draw the same directions for the same proxies (the methods of one seed
-    in an audit, whose generators are seeded alike) rank the (N, B) projections once. The same numbers either way;
-    the directions are drawn in every call, so ``rng`` ends where it would without it."""
+    Parameters
+    ----------
+    kstar : (N,) array of float
+        The learned k* per entity, in lags; no NaN.
+    stratifier : (N,) array of float
+        The stratifier per entity, in the same entity order; no NaN.
+    proxies : (N, M) array of float
+        The M proxies per entity, in the same entity order; no NaN.
+    draws : int
+        B, the number of random directions (``audit.permutations`` in the audit).
+    rng : numpy.random.Generator
+        Draws the (M, B) standard normal directions. They are drawn in every call where neither ``kstar`` nor
+        ``stratifier`` is constant, cached or not, so ``rng`` ends where it would without ``references``.
+    references : dict or None, default None
+        A cache the caller keeps between calls (None: no cache). It holds the centred, normalised ranks of the (N, B)
+        projections, keyed by the standardised proxies and the directions drawn: calls that draw the same directions
+        for the same proxies (the methods of one seed in an audit, whose generators are seeded alike) rank the
+        projections once. The numbers are the same either way.
+
+    Returns
+    -------
+    median_abs_rho : float
+        The median of |rho_b| over the B lag-free k*.
+    p : float
+        (1 + #{b : |rho_b| >= |rho|}) / (B + 1), rho the Spearman rho of ``kstar`` and ``stratifier``; a |rho_b| within
+        ``TIE_TOLERANCE`` below |rho| counts as reaching it.
+    """
     if np.ptp(kstar) == 0 or np.ptp(stratifier) == 0:
         return float("nan"), float("nan")
     spread = proxies.std(axis=0)
@@ -111,7 +185,19 @@ def lag_free_p(kstar: np.ndarray, stratifier: np.ndarray, proxies: np.ndarray, d
 
 
 def fisher_combined(pvalues: np.ndarray) -> float:
-    """Fisher's combination of independent p-values (scipy); NaN when there are none."""
+    """Fisher's combination of independent p-values (``scipy.stats.combine_pvalues``, method "fisher").
+
+    Parameters
+    ----------
+    pvalues : (n,) array_like of float
+        The p-values (an array or a Series); NaN and infinite entries are left out.
+
+    Returns
+    -------
+    float
+        The combined p-value: the upper tail of -2 sum(log p) in the chi-squared distribution with 2n degrees of
+        freedom, n the number of finite p-values; NaN when there are none.
+    """
     from scipy import stats
 
     pvalues = np.asarray(pvalues, dtype=float)
@@ -120,11 +206,32 @@ def fisher_combined(pvalues: np.ndarray) -> float:
 
 
 def paired_wilcoxon(values: pd.Series, reference: pd.Series) -> dict:
-    """Two-sided paired Wilcoxon signed-rank test (scipy) of ``values - reference`` over the seeds (index)
-    both have. W is scipy's statistic, min(W+, W-); differences are method minus reference; ``nonzero_pairs``
-    counts the pairs that differ (zero differences carry no rank); ``hodges_lehmann`` is the median of the
-    Walsh averages of the differences, the estimate that goes with the test. No p where every seed has the same
-    difference: two deterministic fits on one shared panel, whose seeds replicate nothing."""
+    """Two-sided paired Wilcoxon signed-rank test (scipy) of ``values - reference`` over the seeds both have.
+
+    The pairs are matched on the index (the seeds); a seed that either Series lacks or holds NaN for is left out. There
+    is no test (W and p NaN) where there are no pairs, every difference is zero, or every pair has the same
+    difference (:func:`unreplicated`: two deterministic fits on one shared panel, whose seeds replicate nothing).
+
+    Parameters
+    ----------
+    values : pandas.Series of float
+        One metric of a method, indexed by seed.
+    reference : pandas.Series of float
+        The same metric of the reference method, indexed by seed.
+
+    Returns
+    -------
+    dict
+        - ``n_pairs`` (int): the seeds both have;
+        - ``nonzero_pairs`` (int): the pairs that differ (zero differences carry no rank in the test);
+        - ``mean_diff``, ``median_diff`` (float): of the differences, method minus reference; NaN without pairs;
+        - ``hodges_lehmann`` (float): the median of the Walsh averages of the differences, zeros included
+          (:func:`hodges_lehmann`), the estimate that goes with the test;
+        - ``W`` (float): scipy's statistic, min(W+, W-); NaN without a test;
+        - ``p`` (float): the two-sided p-value; NaN without a test;
+        - ``note`` (str): why there is no test ("no common seeds", "identical on every seed", or the same difference
+          on every seed); empty when there is one.
+    """
     from scipy import stats
 
     both = pd.concat({"m": values, "r": reference}, axis=1).dropna()
@@ -145,14 +252,39 @@ def paired_wilcoxon(values: pd.Series, reference: pd.Series) -> dict:
 
 
 def unreplicated(diff: np.ndarray) -> bool:
-    """True when every pair differs by the same amount (two deterministic fits on one shared panel): the pairs are
-    then no replicates, and a test over them measures nothing."""
+    """Whether every pair differs by the same amount, so that the pairs are no replicates.
+
+    Two deterministic fits on one shared panel differ by the same amount in every seed: a test over such pairs
+    measures nothing.
+
+    Parameters
+    ----------
+    diff : (n,) array_like of float
+        The paired differences, one per seed.
+
+    Returns
+    -------
+    bool
+        True when there are at least two differences and all are equal (all zero included); False for fewer than two,
+        or when one is NaN.
+    """
     diff = np.asarray(diff, dtype=float)
     return len(diff) > 1 and np.ptp(diff) == 0
 
 
 def hodges_lehmann(diff: np.ndarray) -> float:
-    """Median of the Walsh averages (d_i + d_j) / 2, i <= j; NaN for no differences."""
+    """The Hodges-Lehmann estimate of the centre of paired differences: the median of their Walsh averages.
+
+    Parameters
+    ----------
+    diff : (n,) ndarray of float
+        The differences; a NaN makes the estimate NaN (the callers drop them first).
+
+    Returns
+    -------
+    float
+        The median of (d_i + d_j) / 2 over i <= j (each d_i with itself included); NaN for no differences.
+    """
     if len(diff) == 0:
         return float("nan")
     i, j = np.triu_indices(len(diff))
@@ -160,8 +292,20 @@ def hodges_lehmann(diff: np.ndarray) -> float:
 
 
 def wilcoxon_greater(diff: np.ndarray) -> float:
-    """One-sided Wilcoxon signed-rank p for H1: the differences are shifted above 0 (scipy; zeros dropped).
-    1 when no difference is non-zero."""
+    """One-sided Wilcoxon signed-rank p-value for H1: the differences are shifted above 0 (scipy).
+
+    Parameters
+    ----------
+    diff : (n,) array_like of float
+        The paired differences (in the audit, comparator minus reference per seed); NaN and infinite entries are left
+        out, and the test drops zeros.
+
+    Returns
+    -------
+    float
+        The p-value of ``scipy.stats.wilcoxon(diff, alternative="greater")``; 1.0 when no difference is non-zero (or
+        none is left).
+    """
     from scipy import stats
 
     diff = np.asarray(diff, dtype=float)
@@ -172,16 +316,48 @@ def wilcoxon_greater(diff: np.ndarray) -> float:
 
 
 def smallest_wilcoxon_p(pairs: int, two_sided: bool = False) -> float:
-    """The smallest p a Wilcoxon test of ``pairs`` non-zero differences can give: 1 / 2^pairs one-sided, twice that
-    (at most 1) two-sided."""
+    """The smallest p a Wilcoxon signed-rank test of ``pairs`` non-zero differences can give.
+
+    Parameters
+    ----------
+    pairs : int
+        n, the number of non-zero differences.
+    two_sided : bool, default False
+        Whether the test is two-sided.
+
+    Returns
+    -------
+    float
+        1 / 2^n one-sided, twice that two-sided, at most 1 (1 for n = 0).
+    """
     return min(1.0, (2 if two_sided else 1) * 0.5**pairs)
 
 
 def entity_bootstrap(diff_by_entity: np.ndarray, draws: int, rng: np.random.Generator) -> tuple[float, float]:
-    """One-sided p-values that the mean of the entity-level differences (E,) is above 0 and below 0, from B
-    bootstrap resamples of entities (each entity a block: its seeds and time steps travel together). The bootstrap
-    distribution of the centred mean stands in for the null: p_above = (1 + #{mean_b - mean >= mean}) / (B + 1),
-    p_below likewise with <=. NaN for fewer than two entities."""
+    """One-sided p-values that the mean of entity-level differences is above 0 and below 0, by an entity bootstrap.
+
+    Entities are resampled with replacement B times, each entity a block: its seeds and time steps travel together,
+    averaged into its one difference. The bootstrap distribution of the centred mean, mean_b - mean, stands in for
+    the null. Both p-values are NaN for fewer than two entities.
+
+    Parameters
+    ----------
+    diff_by_entity : (E,) array_like of float
+        One difference per entity (in the audit: comparator minus reference test MSE, averaged over seeds); NaN and
+        infinite entries are left out.
+    draws : int
+        B, the number of bootstrap resamples (``audit.bootstrap`` in the audit).
+    rng : numpy.random.Generator
+        Draws the resamples; it is not used for fewer than two entities.
+
+    Returns
+    -------
+    p_above : float
+        (1 + #{b : mean_b - mean >= mean}) / (B + 1): small when the mean is above 0.
+    p_below : float
+        (1 + #{b : mean_b - mean <= mean}) / (B + 1): small when the mean is below 0.
+        In both, a value within ``TIE_TOLERANCE`` of the bound counts.
+    """
     diff = np.asarray(diff_by_entity, dtype=float)
     diff = diff[np.isfinite(diff)]
     if len(diff) < 2:
@@ -194,7 +370,22 @@ def entity_bootstrap(diff_by_entity: np.ndarray, draws: int, rng: np.random.Gene
 
 
 def holm(pvalues: dict[str, float]) -> dict[str, float]:
-    """Holm's step-down adjusted p-values (family-wise error), NaN p-values left out of the family."""
+    """Holm's step-down adjusted p-values, which hold the family-wise error rate.
+
+    With the m finite p-values sorted, p_(1) <= ... <= p_(m), the i-th adjusted value is
+    max over j <= i of min(1, (m - j + 1) p_(j)).
+
+    Parameters
+    ----------
+    pvalues : dict
+        The p-value of each hypothesis (keys: stratifier or comparator names, or row labels); NaN and infinite values
+        are left out of the family.
+
+    Returns
+    -------
+    dict
+        The adjusted p-values under the same keys; NaN for the keys left out.
+    """
     finite = sorted(((p, k) for k, p in pvalues.items() if np.isfinite(p)))
     adjusted, running = {k: float("nan") for k in pvalues}, 0.0
     for i, (p, k) in enumerate(finite):
@@ -204,8 +395,24 @@ def holm(pvalues: dict[str, float]) -> dict[str, float]:
 
 
 def rank_multiple_correlation(target: np.ndarray, predictors: np.ndarray) -> float:
-    """Multiple correlation R of the ranks of ``target`` (N,) with the ranks of all ``predictors`` (N, M) jointly
-    (least squares with an intercept): how much of the target's ordering the predictors carry together."""
+    """Multiple correlation R of the ranks of ``target`` with the ranks of all ``predictors`` jointly.
+
+    Least squares, with an intercept, of the target's average ranks on each predictor's average ranks: how much of the
+    target's ordering the predictors carry together. The audit calls a stratifier jointly circular when R with the
+    proxies reaches ``audit.circular_threshold`` in some seed.
+
+    Parameters
+    ----------
+    target : (N,) array of float
+        The variable to explain (in the audit, a stratifier per entity); no NaN.
+    predictors : (N, M) array of float
+        The predictors (in the audit, the proxies per entity), in the same order; no NaN.
+
+    Returns
+    -------
+    float
+        R = sqrt(max(0, 1 - RSS / TSS)), in [0, 1]; NaN when the target is constant.
+    """
     y = average_ranks(target)
     design = np.column_stack([np.ones(len(y)), average_ranks(predictors, axis=0)])
     fitted = design @ np.linalg.lstsq(design, y, rcond=None)[0]
@@ -214,9 +421,24 @@ def rank_multiple_correlation(target: np.ndarray, predictors: np.ndarray) -> flo
 
 
 def seed_agreement(kstar: pd.DataFrame) -> dict[str, float]:
-    """Seed-to-seed agreement of an entity ordering: ``kstar`` is entity x seed. Spearman of every pair of seeds
-    on the entities both have; median, smallest and the share of negative pairs. NaN for fewer than two seeds or
-    a constant seed."""
+    """Seed-to-seed agreement of an entity ordering: Spearman's rho of k* between every pair of seeds.
+
+    Each pair is compared on the entities both seeds have (no NaN in either); a pair with fewer than three such
+    entities, or on which either seed is constant, is left out.
+
+    Parameters
+    ----------
+    kstar : pandas.DataFrame
+        k* with one row per entity and one column per seed, NaN where a seed lacks an entity. An empty frame (what the
+        audit passes where seeds do not share entities) has no pairs.
+
+    Returns
+    -------
+    dict
+        ``seed_pairs`` (int): the number of pairs compared; ``median_rho`` and ``min_rho`` (float): the median and the
+        smallest rho over them; ``share_negative`` (float): the share of pairs with rho < 0. The three floats are NaN,
+        and ``seed_pairs`` 0, when no pair is compared: fewer than two seeds, or every pair left out as above.
+    """
     rhos, values = [], kstar.to_numpy(dtype=float)
     for a, b in itertools.combinations(range(values.shape[1]), 2):
         both = values[~np.isnan(values[:, a]) & ~np.isnan(values[:, b])][:, [a, b]]
@@ -230,7 +452,24 @@ def seed_agreement(kstar: pd.DataFrame) -> dict[str, float]:
 
 
 def clopper_pearson(successes: int, trials: int, level: float = 0.95) -> tuple[float, float]:
-    """Exact (Clopper-Pearson) confidence interval of a binomial proportion (scipy)."""
+    """Exact (Clopper-Pearson) confidence interval of a binomial proportion (``scipy.stats.binomtest``).
+
+    Parameters
+    ----------
+    successes : int
+        k, the number of successes, 0 <= k <= n.
+    trials : int
+        n, the number of trials; at least 1 (scipy raises ValueError otherwise; the callers check).
+    level : float, default 0.95
+        The confidence level.
+
+    Returns
+    -------
+    low : float
+        The lower bound, in [0, 1].
+    high : float
+        The upper bound, in [0, 1].
+    """
     from scipy import stats
 
     interval = stats.binomtest(successes, trials).proportion_ci(confidence_level=level, method="exact")
@@ -238,8 +477,24 @@ def clopper_pearson(successes: int, trials: int, level: float = 0.95) -> tuple[f
 
 
 def format_p(p: float, draws: int | None = None) -> str:
-    """A p-value for print, to two significant digits (trailing zeros kept: 0.40, 1.0); a resampling p at its floor
-    1/(B + 1) prints as '<= 1/(B+1)'."""
+    """A p-value for print, to two significant digits.
+
+    Trailing zeros are kept (0.40, 1.0), and very small values print in exponent form (1.0e-05). A resampling p at its
+    floor 1/(B + 1) prints as such: "<= 1/2001" for B = 2000.
+
+    Parameters
+    ----------
+    p : float
+        The p-value.
+    draws : int or None, default None
+        B, the permutations or bootstrap draws behind ``p``; None (or 0) for a p without that floor.
+
+    Returns
+    -------
+    str
+        "n/a" for a NaN or infinite p; "<= 1/(B+1)", the number filled in, when ``draws`` is given and p is at most
+        1/(B + 1) (within ``TIE_TOLERANCE``); otherwise ``f"{p:#.2g}"``.
+    """
     if not np.isfinite(p):
         return "n/a"
     if draws and p <= 1 / (draws + 1) + TIE_TOLERANCE:
@@ -248,7 +503,22 @@ def format_p(p: float, draws: int | None = None) -> str:
 
 
 def p_text(p: float, draws: int | None = None) -> str:
-    """A p-value as a figure prints it: "p = 0.0085", or at a resampling test's floor "p ≤ 1/2001" (the digits of
-    :func:`format_p`; one notation in every figure)."""
+    """A p-value as a figure prints it: "p = 0.0085", or at a resampling test's floor "p ≤ 1/2001".
+
+    The digits are those of :func:`format_p`, so that every figure has one notation.
+
+    Parameters
+    ----------
+    p : float
+        The p-value.
+    draws : int or None, default None
+        B of a resampling test, as in :func:`format_p`; None for a p without that floor.
+
+    Returns
+    -------
+    str
+        "p ≤ 1/(B+1)", the number filled in, at the floor; otherwise "p = " and :func:`format_p`'s text ("p = n/a" for a
+        NaN p).
+    """
     formatted = format_p(p, draws)
     return f"p ≤ {formatted.removeprefix('<= ')}" if formatted.startswith("<=") else f"p = {formatted}"

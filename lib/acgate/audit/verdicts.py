@@ -76,26 +76,86 @@ REFERENCES = tuple(FAMILIES)  # the audit gives the verdicts of each that was ru
 
 
 def family(reference: str) -> Family:
-    """The comparators of ``reference``: AC-GATE's for the gate models, the moderated distributed lag's for the
-    classical ones."""
+    """The comparators of a reference method: its family in :data:`FAMILIES`.
+
+    Parameters
+    ----------
+    reference : str
+        A method name, e.g. ``audit.reference``.
+
+    Returns
+    -------
+    Family
+        AC-GATE's (``FAMILIES["acgate"]``) for a gate model (:data:`acgate.config.GATE_METHODS`), the moderated
+        distributed lag's (``FAMILIES["moderated_dl"]``) for any other name.
+    """
     return FAMILIES["acgate" if reference in GATE_METHODS else "moderated_dl"]
 
 
 def heterogeneity_comparators(cfg: AuditConfig) -> list[str]:
-    """The methods the calibrated L1 needs the reference to beat: ``audit.heterogeneity_comparators``, or (empty)
-    the reference family's shared-lag, shuffled-proxy and proxy twins."""
+    """The methods the calibrated L1 needs the reference to beat on held-out loss.
+
+    Parameters
+    ----------
+    cfg : AuditConfig
+        The audit settings; reads ``reference`` and ``heterogeneity_comparators``.
+
+    Returns
+    -------
+    list of str
+        ``audit.heterogeneity_comparators`` when it names any; otherwise the reference family's shared-lag,
+        shuffled-proxy and proxy twins, in that order.
+    """
     twins = family(cfg.reference)
     return list(cfg.heterogeneity_comparators) or [twins.shared, twins.shuffled, twins.proxy]
 
 
 def cell(verdict: str, rule: str, evidence: str, warnings: list[str] | None = None) -> dict:
+    """One verdict cell: a layer's verdict, the rule that produced it and the evidence it read.
+
+    Parameters
+    ----------
+    verdict : str
+        One of :data:`VERDICTS`: "supported", "not certified", "ruled out" or "not claimed".
+    rule : str
+        The rule, as text with its thresholds filled in.
+    evidence : str
+        What the rule read, as text.
+    warnings : list of str or None, default None
+        Caveats for the reader; None for none.
+
+    Returns
+    -------
+    dict
+        ``{"verdict": verdict, "rule": rule, "evidence": evidence, "warnings": warnings}``, with ``warnings`` an empty
+        list when None or empty.
+
+    Raises
+    ------
+    ValueError
+        When ``verdict`` is not one of :data:`VERDICTS`.
+    """
     if verdict not in VERDICTS:
         raise ValueError(f"unknown verdict '{verdict}'; one of {', '.join(VERDICTS)}")
     return {"verdict": verdict, "rule": rule, "evidence": evidence, "warnings": warnings or []}
 
 
 def of_reference(table: pd.DataFrame, reference: str) -> pd.DataFrame:
-    """The rows of a paired-comparison table (held-out or Wilcoxon, with a ``reference`` column) about ``reference``."""
+    """The rows of a paired-comparison table that are about one reference.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        A held-out or Wilcoxon table of the audit, with a ``reference`` column. A table without one (e.g. an empty frame
+        read back from an empty CSV) passes through whole.
+    reference : str
+        The reference method.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The rows whose ``reference`` is ``reference``; ``table`` itself when it has no ``reference`` column.
+    """
     return table[table.reference == reference] if "reference" in table else table
 
 
@@ -104,7 +164,39 @@ def of_reference(table: pd.DataFrame, reference: str) -> pd.DataFrame:
 
 def paper_verdicts(cfg: AuditConfig, l1: pd.DataFrame, l2_summary: pd.DataFrame, l3: pd.DataFrame,
                    wilcoxon: pd.DataFrame, has_stratifiers: bool) -> dict:
-    """The L0-L3 verdicts of the paper's rules for the reference method."""
+    """The L0-L3 verdicts of the paper's rules for the reference method, ``cfg.reference``.
+
+    L0: test MSE against every other method, two-sided paired Wilcoxon over seeds; L1: the spread of k* against the
+    practical threshold and the paper's epsilon; L2: stratifier alignment (Fisher p, the share of seeds with p < alpha,
+    the seed-pooled p), stratifiers circular with a single proxy not counting; L3: :func:`l3_verdict`, two-sided. Each
+    cell's ``rule`` states its rule in full.
+
+    Parameters
+    ----------
+    cfg : AuditConfig
+        The audit settings: ``reference``, ``alpha``, ``practical_sd``, ``epsilon``, ``l1_min_share``, ``edge_share``
+        and ``l3_min_spearman``.
+    l1 : pandas.DataFrame
+        The audit's L1 table, one row per seed and method, with columns method, kstar_sd, degenerate_paper,
+        degenerate_practical and (optional) share_at_window_edge.
+    l2_summary : pandas.DataFrame
+        The L2 summary, one row per method and stratifier, with columns method, stratifier, circular, seeds_tested,
+        seeds_skipped, mean_abs_rho, share_p_below_alpha, fisher_p and pooled_p (NaN where not applicable, which does
+        not block); may be empty.
+    l3 : pandas.DataFrame
+        The L3 table, one row per seed and method, with columns method, seed, spearman_lag_centre and mae_lag_centre;
+        empty without a true lag.
+    wilcoxon : pandas.DataFrame
+        The paired Wilcoxon table, with columns reference, metric, method, mean_diff (method minus reference),
+        nonzero_pairs and p; only its ``test_mse`` rows about ``cfg.reference`` are read.
+    has_stratifiers : bool
+        Whether any L2 test was set up (the audit passes whether its L2 table has rows); False makes L2 "not claimed".
+
+    Returns
+    -------
+    dict
+        Layer ("L0", "L1", "L2", "L3") -> its verdict cell (:func:`cell`).
+    """
     wilcoxon = of_reference(wilcoxon, cfg.reference)
     return {"L0": _paper_l0(cfg, wilcoxon), "L1": _paper_l1(cfg, l1),
             "L2": _paper_l2(cfg, l2_summary, has_stratifiers), "L3": l3_verdict(cfg, l3, one_sided=False)}
@@ -141,8 +233,24 @@ def _paper_l1(cfg: AuditConfig, l1: pd.DataFrame) -> dict:
 
 
 def edge_warning(cfg: AuditConfig, mine: pd.DataFrame) -> list[str]:
-    """A warning (in a list) when many entities' lag weights pile up on the window's last lag: their lags may reach
-    past it, and k* then understates them."""
+    """A warning (in a list) when many entities' largest lag weight sits on the window's last lag.
+
+    Their lags may reach past the window, and k* then understates them.
+
+    Parameters
+    ----------
+    cfg : AuditConfig
+        The audit settings; reads ``edge_share``.
+    mine : pandas.DataFrame
+        The reference's rows of the L1 table, one per seed, with ``share_at_window_edge``: the share of entities whose
+        largest lag weight is on the last lag K (NaN without a lag profile).
+
+    Returns
+    -------
+    list of str
+        One warning when the mean share over seeds is at least ``audit.edge_share``; empty when it is lower or NaN, or
+        the column is missing.
+    """
     share = mine.share_at_window_edge.mean() if "share_at_window_edge" in mine else np.nan
     if not np.isfinite(share) or share < cfg.edge_share:
         return []
@@ -185,9 +293,33 @@ def _nothing_tested(summary: pd.DataFrame, rule: str) -> dict:
 
 
 def l3_verdict(cfg: AuditConfig, l3: pd.DataFrame, one_sided: bool = True) -> dict:
-    """L3: recovery of the true lags, which must beat every collapsed ablation that was run and needs at least one
-    of them: a paired Wilcoxon over seeds of k* MAE (collapsed minus reference), one-sided (the calibrated rule) or
-    two-sided with the reference lower (the paper's)."""
+    """L3: recovery of the true lags, which must beat every collapsed model that was run and needs at least one of them.
+
+    The collapsed models are the reference family's (``Family.collapsed``). For each that was run, a paired Wilcoxon
+    over seeds of k* MAE against the lag centre (collapsed minus reference), one-sided (the calibrated rule) or
+    two-sided with the reference lower (the paper's); a model whose difference is the same in every seed gets no test
+    and is not beaten. Supported when the mean Spearman(k*, lag centre) over seeds is at least ``audit.l3_min_spearman``
+    and every collapsed model is beaten (p < alpha and a positive mean difference); ruled out when the mean Spearman is
+    below 0.2; not claimed without L3 rows of the reference; else not certified, also when every seed's Spearman is
+    undefined (k* or the truth constant).
+
+    Parameters
+    ----------
+    cfg : AuditConfig
+        The audit settings: ``reference``, ``alpha`` and ``l3_min_spearman``.
+    l3 : pandas.DataFrame
+        The L3 table, one row per seed and method, with columns method, seed, spearman_lag_centre and mae_lag_centre;
+        may be empty (no ground truth).
+    one_sided : bool, default True
+        True for the calibrated rule's one-sided test (:func:`acgate.statistics.wilcoxon_greater`), False for the
+        paper's two-sided one (:func:`acgate.statistics.paired_wilcoxon`).
+
+    Returns
+    -------
+    dict
+        The L3 verdict cell (:func:`cell`), with a :func:`seed_floor_warning` for each tested model whose seeds cannot
+        reach alpha.
+    """
 
     alpha, collapsed_models = cfg.alpha, family(cfg.reference).collapsed
     test = "one-sided" if one_sided else "two-sided"
@@ -223,8 +355,28 @@ def l3_verdict(cfg: AuditConfig, l3: pd.DataFrame, one_sided: bool = True) -> di
 
 
 def seed_floor_warning(nonzero_pairs: int, level: float, two_sided: bool = False, comparator: str = "") -> list[str]:
-    """A warning (in a list, empty when none is due) when a Wilcoxon test over ``nonzero_pairs`` seeds cannot reach
-    ``level`` (alpha, or alpha / m for the first step of Holm): its smallest p is 1/2^n one-sided, 2/2^n two-sided."""
+    """A warning (in a list) when a Wilcoxon test over the seeds there are cannot reach a level.
+
+    With n non-zero differences the smallest p is 1/2^n one-sided and 2/2^n two-sided
+    (:func:`acgate.statistics.smallest_wilcoxon_p`).
+
+    Parameters
+    ----------
+    nonzero_pairs : int
+        n, the number of seeds with a non-zero paired difference (converted with ``int``).
+    level : float
+        The level the test must reach: alpha, or alpha / m for the first step of Holm over m comparators.
+    two_sided : bool, default False
+        Whether the test is two-sided.
+    comparator : str, default ""
+        A name the warning starts with ("name: ..."); empty for none.
+
+    Returns
+    -------
+    list of str
+        Empty when the smallest p is below ``level``; otherwise one warning with that p and the number of seeds with a
+        non-zero difference that would reach ``level``.
+    """
     floor = smallest_wilcoxon_p(int(nonzero_pairs), two_sided)
     if floor < level:
         return []
@@ -241,7 +393,47 @@ def seed_floor_warning(nonzero_pairs: int, level: float, two_sided: bool = False
 def calibrated_verdicts(cfg: AuditConfig, l1: pd.DataFrame, heldout: pd.DataFrame, agreement: pd.DataFrame,
                         l2_summary: pd.DataFrame, l3: pd.DataFrame, wilcoxon: pd.DataFrame,
                         has_stratifiers: bool, shared_entities: bool) -> dict:
-    """The L0-L3 verdicts of the calibrated rules for the reference method."""
+    """The L0-L3 verdicts of the calibrated rules for the reference method, ``cfg.reference``.
+
+    L0: held-out test loss against every comparator, over seeds and over entities, Holm over the comparators; L1:
+    held-out loss against the reference's twins (:func:`heterogeneity_comparators`) and the practical spread of k*;
+    L2: stratifier alignment (:func:`aligned_stratifiers`), gated by L1 and the seed agreement of k*; L3:
+    :func:`l3_verdict`, one-sided. The module docstring and each cell's ``rule`` state the rules in full.
+
+    Parameters
+    ----------
+    cfg : AuditConfig
+        The audit settings under which the reference is judged: ``reference``, ``alpha``, the thresholds and
+        ``heterogeneity_comparators``.
+    l1 : pandas.DataFrame
+        The audit's L1 table, one row per seed and method, with columns method, kstar_sd, degenerate_paper and
+        (optional) share_at_window_edge.
+    heldout : pandas.DataFrame
+        The held-out comparisons, with columns reference, comparator, nonzero_pairs, mean_loss_diff (comparator minus
+        reference), p_seed_better (NaN where the seeds replicate nothing), p_entity_better, holm_better and holm_worse;
+        only its rows about ``cfg.reference`` are read.
+    agreement : pandas.DataFrame
+        The seed agreement table, one row per method, with columns method and median_rho (NaN where seeds do not share
+        entities).
+    l2_summary : pandas.DataFrame
+        The L2 summary, one row per method and stratifier, with columns method, stratifier, seeds_tested,
+        seeds_skipped, circular_joint, proxy_r_joint, alignment_rho, alignment_p, p_holm, sign_consistency,
+        alignment_lag_free_median and lag_free_p; may be empty.
+    l3 : pandas.DataFrame
+        The L3 table (see :func:`l3_verdict`); may be empty.
+    wilcoxon : pandas.DataFrame
+        The paired Wilcoxon table; taken to its rows about ``cfg.reference``, but no calibrated rule reads it.
+    has_stratifiers : bool
+        Whether any L2 test was set up; False makes L2 "not claimed".
+    shared_entities : bool
+        Whether every seed has the same entities and targets (one real panel): L0 then warns that the Wilcoxon over
+        seeds measures training randomness only.
+
+    Returns
+    -------
+    dict
+        Layer ("L0", "L1", "L2", "L3") -> its verdict cell (:func:`cell`).
+    """
     heldout, wilcoxon = of_reference(heldout, cfg.reference), of_reference(wilcoxon, cfg.reference)
     l1_cell = _heterogeneity(cfg, l1, heldout)
     return {"L0": _forecast(cfg, heldout, shared_entities), "L1": l1_cell,
@@ -310,11 +502,31 @@ def _heterogeneity(cfg: AuditConfig, l1: pd.DataFrame, heldout: pd.DataFrame) ->
 
 
 def lags_differ_verdict(cfg: AuditConfig, shapes: pd.DataFrame, l1_cell: dict) -> dict:
-    """Whether the entities' lags differ at all, whatever the proxies say, from the per-entity F-tests of lag-curve
-    shape (:func:`acgate.models.classical.shape_heterogeneity`, one row per panel): supported when at least
-    ``audit.lags_differ_share`` of the tested entities reject the shared shape at 0.05 and Fisher's combination of
-    all their p is below alpha; not claimed when no panel could be tested. With L1 (the reference's calibrated
-    heterogeneity cell) the reading says whether the proxies explain the difference."""
+    """Whether the entities' lags differ at all, whatever the proxies say: a statement apart from the layers.
+
+    It reads the per-entity F-tests of lag-curve shape (:func:`acgate.models.classical.shape_heterogeneity`, one row
+    per panel). Supported when at least ``audit.lags_differ_share`` of the tested entities of all panels reject the
+    shared shape at 0.05 and the combined p is below alpha: the panel's p (Fisher's combination of its entities' p)
+    where one panel was tested, else Fisher's combination of the panels' p. Not claimed when no panel could be tested;
+    else not certified. With L1 (the reference's calibrated heterogeneity cell) the reading says whether the proxies
+    explain the difference.
+
+    Parameters
+    ----------
+    cfg : AuditConfig
+        The audit settings; reads ``alpha`` and ``lags_differ_share``.
+    shapes : pandas.DataFrame
+        The audit's lag_shapes table, one row per panel (one per seed, or one where the seeds share their panel), with
+        columns seed, entities (the entities tested), p (NaN when none could be), share_below_05 and note (why not).
+    l1_cell : dict
+        The reference's calibrated L1 cell; only its ``verdict`` is read.
+
+    Returns
+    -------
+    dict
+        A verdict cell (:func:`cell`, without warnings) with one more key, ``reading`` (str): what the statement and L1
+        say together; empty when not claimed.
+    """
     alpha = cfg.alpha
     rule = (f"supported when at least {cfg.lags_differ_share:.0%} of entities reject, at 0.05, that their own "
             "distributed-lag curves have the pooled curve shape scaled for them (an F-test per entity on its "
@@ -368,8 +580,21 @@ def _alignment(cfg: AuditConfig, l1_cell: dict, agreement: pd.DataFrame, l2_summ
 
 
 def aligned_stratifiers(cfg: AuditConfig, summary: pd.DataFrame) -> pd.DataFrame:
-    """The rows of ``summary`` (l2_summary, one reference's) that pass the calibrated L2 test, its gates (L1, seed
-    agreement) apart: not jointly circular, Holm p < alpha, the seeds agreeing on the sign."""
+    """The stratifiers that pass the calibrated L2 test, its gates (L1, seed agreement) apart.
+
+    Parameters
+    ----------
+    cfg : AuditConfig
+        The audit settings; reads ``alpha`` and ``min_sign_consistency``.
+    summary : pandas.DataFrame
+        One reference's rows of the L2 summary, with columns circular_joint, p_holm and sign_consistency.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The rows of ``summary`` that are not jointly circular, have a Holm p below alpha, and whose tested seeds agree
+        on the sign of rho in at least ``audit.min_sign_consistency`` of them.
+    """
     return summary[~summary.circular_joint & (summary.p_holm < cfg.alpha)
                    & (summary.sign_consistency >= cfg.min_sign_consistency)]
 
