@@ -9,7 +9,7 @@ import pytest
 from acgate.audit import domain_audit as audit
 from acgate.config import load_params
 from acgate.data import prep
-from acgate.data.example import example_frame, write_example
+from acgate.data.example import write_example
 from acgate.models import runner
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -25,14 +25,6 @@ def example(tmp_path_factory):
     long, source = prep.load_long(params, ROOT)
     prep.save(prep.prepare(long, params, source), tmp / "data" / "processed" / params.domain, {"note": "test"})
     return params, tmp
-
-
-def test_example_is_generated_by_code_and_reproducible():
-    a, b = example_frame(0), example_frame(0)
-    assert a.equals(b) and not a.equals(example_frame(1))
-    assert list(a.columns) == ["region", "year", "outcome", "driver", "capacity", "openness", "size", "governance",
-                               "survey_noise", "true_lag"]
-    assert a.outcome.isna().sum() == len(a) // 50 and a.groupby("region")["size"].nunique().max() == 1
 
 
 def test_own_panel_runs_through_prep_training_and_audit(example):

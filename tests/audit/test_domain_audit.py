@@ -16,76 +16,11 @@ from acgate.audit import domain_audit, run_folders
 from acgate.config import load_params
 from acgate.data.dgp import simulate
 from acgate.data.panel import Panel
-from acgate.models import metrics
 from acgate.notebook.execution import PROGRESS
-from acgate.report import comparisons, paper_tables
+from acgate.report import paper_tables
+from tests.conftest import K, N, make_domain, recovering
 
 ROOT = Path(__file__).resolve().parents[2]
-
-# --- hand-built runs folders
-
-
-N, K = 60, 10
-
-
-def make_domain(root, domain, seeds, methods, kstar_of, shared_entities=False, noise_proxy=False,
-                error_sd=lambda method: 0.1 if method == "acgate" else 0.2, params_hash=None):
-    """Write panels and finished runs whose k* per entity is ``kstar_of(method, seed, z, rng)`` and whose test
-    predictions miss the target (0) by N(0, error_sd(method)) draws, recorded as trained under ``params_hash``
-    (default: the smoke params of ``domain``)."""
-    params_hash = params_hash or domain_params(domain).digest()
-    for seed in seeds:
-        rng = np.random.default_rng(100 + (0 if shared_entities else seed))
-        z = rng.uniform(size=N)
-        entities = np.array([f"c{i:02d}" for i in range(N)])
-        proxy = rng.normal(size=N) if noise_proxy else z + rng.normal(0, 0.01, N)
-        y = np.zeros((N, 12), np.float32)
-        y[:, 0] = 0 if shared_entities else seed  # a new draw per seed, as a synthetic panel is (time 0 is no target)
-        panel = Panel(entities=entities, times=np.arange(12), X=np.zeros((N, 12, 1), np.float32),
-                      Y=y, P=np.stack([proxy, rng.normal(size=N)], 1),
-                      S=np.zeros((N, 0)), feature_names=["x"], proxy_names=["z", "other"], static_names=[],
-                      val_start=8, test_start=10,
-                      stratifiers=pd.DataFrame({"latent_z": z, "noise": rng.normal(size=N)},
-                                               index=pd.Index(entities, name="entity")))
-        panel.save(root / "data" / "processed" / domain / ("" if shared_entities else f"seed{seed:02d}"))
-        truth = np.clip(np.round(3 + 7 * (1 - z)), 1, K)
-        for method in methods:
-            kstar = kstar_of(method, seed, z, np.random.default_rng([seed, len(method)]))
-            out = root / "runs" / domain / f"seed{seed:02d}" / method
-            out.mkdir(parents=True)
-            pd.DataFrame({"entity": entities, "kstar": kstar, "kstar_kind": "structural", "kstar_true": truth,
-                          "dgp_mean_lag": truth}).to_csv(out / "lags.csv", index=False)
-            times = np.arange(5, 12)  # targets after K = 5 warm-up steps (the smoke profile)
-            rows = pd.DataFrame({"entity": np.repeat(entities, len(times)), "time": np.tile(times, N)})
-            rows["split"] = np.where(rows.time < 8, "train", np.where(rows.time < 10, "val", "test"))
-            rows["y"] = 0.0
-            rows["y_hat"] = np.random.default_rng([seed, len(method), 1]).normal(0, error_sd(method), len(rows))
-            rows.to_csv(out / "predictions.csv", index=False)
-            (out / "history.csv").write_text("epoch,train_loss,recon_loss,val_loss\n")
-            (out / "manifest.json").write_text("{}")
-            scores = {split: metrics.forecast_metrics(*(g[c].to_numpy() for c in ("y", "y_hat", "time")))
-                      for split, g in rows.groupby("split")}
-            lag_summary = {"kstar_kind": "structural", "kstar_sd": float(np.std(kstar)), "omega_entropy": None,
-                           "gate_sensitivity": None}
-            json.dump({**scores, "lags": lag_summary, "epochs_run": 1, "seconds": 0.0, "params_hash": params_hash,
-                       "panel_digest": panel.digest()}, (out / "metrics.json").open("w"))
-
-
-def recovering(method, seed, z, rng):
-    if method in ("uniform_lag", "no_ac_encoder"):
-        return np.full(len(z), 5.5)
-    return 3 + 7 * (1 - z) + rng.normal(0, 0.3, len(z))
-
-
-def domain_params(domain):
-    """The smoke params as domain ``domain``, with 500 permutations."""
-    smoke = load_params(ROOT / "params" / "synthetic_linear.yaml", ROOT / "params" / "smoke.yaml")
-    return dataclasses.replace(smoke, domain=domain, audit=dataclasses.replace(smoke.audit, permutations=500))
-
-
-@pytest.fixture
-def params():
-    return domain_params
 
 
 def test_audit_of_a_recovering_model(tmp_path, params):
@@ -279,26 +214,6 @@ def test_missing_domain_is_a_clear_error(tmp_path, params):
     make_domain(tmp_path / "grids", "absent", range(1), ["acgate"], recovering)  # grids/runs/absent/seed00/...
     with pytest.raises(FileNotFoundError, match=r"its runs are in \S*/grids/runs: set runs_dir to that folder"):
         domain_audit.audit_domain(params("absent"), tmp_path / "grids", tmp_path / "data")
-
-
-def test_proxy_shuffle_comparison_and_verdict_matrix(tmp_path, params):
-    def shuffled(method, seed, z, rng):
-        return 3 + 7 * rng.uniform(size=len(z))  # the gate no longer follows the entity
-
-    make_domain(tmp_path, "d", range(5), ["acgate"], recovering, noise_proxy=True)
-    make_domain(tmp_path, "d_proxy_shuffle", range(5), ["acgate"], shuffled, noise_proxy=True)
-    a = domain_audit.audit_domain(params("d"), tmp_path / "runs", tmp_path / "data", 5, ["acgate"])
-    b = domain_audit.audit_domain(params("d_proxy_shuffle"), tmp_path / "runs", tmp_path / "data", 5, ["acgate"])
-    table = comparisons.proxy_shuffle_comparison(a, b).set_index(["run", "stratifier"])
-    assert table.loc[("original", "latent_z"), "mean_abs_rho"] > 0.9
-    drop = table.loc[("proxy shuffle", "latent_z"), "mean_abs_rho_drop"]
-    assert drop == pytest.approx(table.loc[("original", "latent_z"), "mean_abs_rho"]
-                                 - table.loc[("proxy shuffle", "latent_z"), "mean_abs_rho"])
-    assert drop > 0.6
-    matrix = comparisons.verdict_matrix([a, b])
-    assert matrix.loc[("d", "acgate"), ("paper", "L2")] == "supported"
-    assert matrix.loc[("d_proxy_shuffle", "acgate"), ("paper", "L2")] == "not certified"
-    assert matrix.loc[("d", "acgate"), ("calibrated", "L2")] == "not certified"  # no comparators for the calibrated L1
 
 
 def test_persistence_hand_worked():

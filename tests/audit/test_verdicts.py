@@ -6,9 +6,7 @@ alignment verdict (L2) may be "supported", with the practical spread threshold a
 rules fail several of them (the L2 rows of tables/audit_calibration)."""
 
 import dataclasses
-import functools
 import json
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -16,19 +14,6 @@ import pytest
 
 from acgate.audit import calibration, verdicts
 from acgate.audit import domain_audit as audit
-from acgate.config import load_params
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def small():
-    """params/audit_calibration.yaml with 60 entities and fewer resamples: a replicate trains 20 small networks and 20
-    closed-form fits."""
-    p = load_params(ROOT / "params" / "audit_calibration.yaml")
-    return dataclasses.replace(p, synthetic=dataclasses.replace(p.synthetic, n_entities=60),
-                               train=dataclasses.replace(p.train, device="cpu"),
-                               audit=dataclasses.replace(p.audit, permutations=300, bootstrap=300))
 
 
 @pytest.mark.slow
@@ -60,19 +45,6 @@ def test_lag_free_kstar_is_never_supported_though_the_paper_rule_supports_it(sma
     result = audit.read_audit(tmp_path / "runs" / "lag_free_r000" / "audit")
     assert "L1 not supported" in result.verdicts["L2"]["evidence"]
     assert "not beaten" in result.verdicts["L1"]["evidence"]
-
-
-def test_replicates_in_worker_processes_report_while_they_run(small, tmp_path, monkeypatch):
-    monkeypatch.setattr(calibration, "HEARTBEAT", 0.2)  # the workers take seconds just to start
-    lines = []
-    work = functools.partial(calibration.run_replicate, params=small, root=tmp_path)
-    records = calibration.run_replicates([("lag_free", 0), ("lag_free", 1)], work, jobs=2, log=lines.append)
-    assert sorted(zip(records.replicate, records.reference, strict=True)) == [
-        (0, "acgate"), (0, "moderated_dl"), (1, "acgate"), (1, "moderated_dl")]
-    assert lines[0] == "[calibration 0/2] 2 replicates, 2 at a time"
-    assert lines[1].startswith("[calibration 0/2] 2 replicates running (")
-    assert [line.split("]")[0] for line in lines if "lag_free replicate" in line] == ["[calibration 1/2",
-                                                                                       "[calibration 2/2"]
 
 
 @pytest.mark.slow
@@ -190,18 +162,3 @@ def test_no_seed_warning_where_the_seeds_replicate_nothing(smoke_params):
     assert cell["verdict"] == "not certified" and "no test" in cell["evidence"] and not cell["warnings"]
     varied = recovery(["moderated_dl", "shared_dl"], {"moderated_dl": [0.5] * 3, "shared_dl": [1.5, 1.6, 1.7]}, seeds=3)
     assert "train more seeds (5 or more)" in verdicts.l3_verdict(cfg, varied)["warnings"][0]
-
-
-def test_a_broken_calibration_record_is_not_kept_and_says_why(tmp_path, small):
-    """The workflow asks calibration.reusable while it loads: a truncated, non-object or partial record must give
-    'not kept' with a reason (or be kept without the optional facts), never an exception."""
-    (tmp_path / "audit_calibration.csv").write_text("scenario\n")
-    record = tmp_path / calibration.RECORD
-    for text in ('{"rules_version": 2, "sett', "[1, 2]", ""):
-        record.write_text(text)
-        kept, why = calibration.reusable(tmp_path, small, ["lag_free"], 3, 2)
-        assert not kept and "calibration record" in why, why
-    record.write_text(json.dumps({"rules_version": verdicts.RULES_VERSION,
-                                  "settings": calibration.settings(small, ["lag_free"], 3, 2)}, default=list))
-    kept, why = calibration.reusable(tmp_path, small, ["lag_free"], 3, 2)
-    assert kept and "measured the current rules" in why

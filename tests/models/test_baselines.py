@@ -1,5 +1,5 @@
-"""Baselines: shapes, GA-Net gates, TFT selection, lag-specific occlusion, Grouped ARDL on a noiseless panel, and
-their run artifacts."""
+"""Baselines: shapes, GA-Net gates, TFT selection, Grouped ARDL on a noiseless panel, and their run artifacts (the
+occlusion profile is tested in test_occlusion.py)."""
 
 import dataclasses
 
@@ -9,11 +9,11 @@ import pytest
 import torch
 
 from acgate.data.dgp import simulate
-from acgate.data.panel import Normalisers, Panel
+from acgate.data.panel import Panel
 from acgate.layout import method_dir
-from acgate.models import occlusion, runner, train
+from acgate.models import runner
 from acgate.models.baselines import GroupedARDL
-from acgate.models.networks import Output, build, lag_windows
+from acgate.models.networks import build, lag_windows
 
 
 def windows(cfg, n=6, steps=12, seed=1):
@@ -50,25 +50,6 @@ def test_tft_needs_hidden_divisible_by_heads(smoke_params):
     cfg = dataclasses.replace(smoke_params.model, hidden=18, attention_heads=4)
     with pytest.raises(ValueError, match="model.hidden = 18 must be divisible by model.attention_heads = 4"):
         build(cfg, "tft", 6, 2, 3, 2)
-
-
-class LagOneOnly(torch.nn.Module):
-    """Predicts y_t = 2 x_{t-1}: depends on lag 1 of the first feature only."""
-
-    def forward(self, lags, proxies, static, entity_index):
-        return Output(y_hat=2 * lags[:, :, 0, 0])
-
-
-def test_occlusion_of_a_lag_the_prediction_ignores_is_zero(smoke_params):
-    panel = simulate(smoke_params.synthetic, 0, smoke_params.split.val_start, smoke_params.split.test_start)
-    batch = train.Batch.build(panel, Normalisers.fit(panel), smoke_params.model.max_lag, torch.device("cpu"))
-    increase = occlusion.occlusion_increase(LagOneOnly(), batch)
-    assert increase.shape == (panel.n_entities, smoke_params.model.max_lag)
-    assert (increase[:, 1:] == 0).all() and (increase[:, 0] != 0).any()
-    profile = occlusion.profile_from_increase(increase)
-    rows = increase[:, 0] > 0
-    np.testing.assert_array_equal(profile[rows, 0], 1.0)
-    assert np.isnan(profile[~rows]).all()  # no lag matters for these entities: k* undefined, not invented
 
 
 def noiseless_panel(n=30, t_len=40, seed=0, val_start=2028, test_start=2034):

@@ -1,16 +1,13 @@
 """The notebooks run headlessly (Jupytext -> Papermill) under the smoke profile, and a re-execution
 reproduces the cells marked NBVAL_CHECK_OUTPUT exactly (nbval, lax mode). The workflow that runs them in a
-grid is tested in test_workflow.py."""
+grid is tested in test_workflow.py; the execution of toy notebooks, the HTML view and the command line in
+test_execution.py, test_html_view.py and test_cli.py."""
 
-import argparse
-import io
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import jupytext
@@ -22,9 +19,7 @@ import yaml
 
 from acgate.audit import domain_audit as audit
 from acgate.data.example import write_example
-from acgate.notebook import __main__, execution
 from acgate.notebook.execution import execute_notebook, execute_notebooks
-from acgate.notebook.html_view import _exporter, _write_page, html_view
 from acgate.report import inputs, paper_tables, render
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -188,87 +183,6 @@ def test_data_prep_notebook_on_the_real_economics_panel(workspace, raw_dir):
     assert result.returncode == 0, result.stdout[-3000:]
 
 
-def toy_notebook(path: Path, cells: str) -> Path:
-    """A percent-format notebook at ``path``: 03_train's Jupytext header (its kernelspec) and then ``cells``."""
-    header = (ROOT / "notebooks" / "03_train.py").read_text().split("# %% [markdown]")[0]
-    path.write_text(header + cells)
-    return path
-
-
-def test_a_failing_notebook_leaves_its_partial_copy_and_log_and_no_output(tmp_path, monkeypatch):
-    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    source = toy_notebook(tmp_path / "fails.py", '# %% tags=["parameters"]\nvalue = 1\n\n'
-                          '# %%\nimport os\nprint("before, threads", os.environ["OMP_NUM_THREADS"])\n\n'
-                          '# %%\nraise ValueError(f"broken {value}")\n')
-    output = tmp_path / "out" / "fails.ipynb"
-    with pytest.raises(RuntimeError, match=r"fails.py failed: ValueError: broken 7\n  parameters: \{'value': 7\}"):
-        execute_notebook(source, output, {"value": 7})
-    assert not output.exists()
-    partial = nbformat.read(output.with_name(".fails.partial.ipynb"), as_version=4)
-    error = partial.cells[-1].outputs[-1]
-    assert error.output_type == "error" and error.evalue == "broken 7"
-    log = output.with_suffix(".log").read_text()
-    assert "before, threads 1" in log and "ValueError: broken 7" in log  # the kernel ran on one thread
-    assert "OMP_NUM_THREADS" not in os.environ  # and this process's environment is as it was
-
-
-@pytest.mark.skipif(os.name != "posix", reason="Unix sockets: POSIX only (elsewhere the kernel uses TCP)")
-def test_a_kernel_starts_though_the_tcp_ports_jupyter_would_give_it_are_taken(tmp_path, monkeypatch):
-    # jobs starting kernels at once can take each other's ports between Jupyter's choice and the kernel's bind; here
-    # every port Jupyter would pick is held by a listening socket (with TCP, the kernel dies at its start)
-    from jupyter_client.provisioning.local_provisioner import LocalPortCache
-
-    source = toy_notebook(tmp_path / "ports.py", '# %%\nprint("started")\n')
-    (tmp_path / "tmp").mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))  # where the kernel's sockets go
-    with socket.create_server(("127.0.0.1", 0)) as taken:
-        monkeypatch.setattr(LocalPortCache, "find_available_port", lambda self, ip: taken.getsockname()[1])
-        execute_notebook(source, tmp_path / "ports.ipynb", {})
-    assert nbformat.read(tmp_path / "ports.ipynb", as_version=4).cells[-1].outputs[0]["text"] == "started\n"
-    assert not list((tmp_path / "tmp").iterdir())  # the sockets' folder is gone with the kernel
-
-
-def test_progress_lines_reach_the_terminal_and_the_rest_stays_in_the_log(tmp_path, capfd):
-    source = toy_notebook(tmp_path / "talks.py", '# %%\nprint("  [acgate seed 4] epoch  25/200  train 0.1")\n'
-                          'print("a table row")\nprint("[calibration 3/19] 2 replicates running")\n'
-                          'print("[1 2] an array")\n')
-    execute_notebook(source, tmp_path / "toy" / "seed04" / "talks.ipynb", {})
-    terminal = capfd.readouterr().err
-    assert "toy/seed04: [acgate seed 4] epoch  25/200  train 0.1" in terminal and "a table row" not in terminal
-    assert "toy/seed04: [calibration 3/19] 2 replicates running" in terminal and "an array" not in terminal
-    assert "a table row" in (tmp_path / "toy" / "seed04" / "talks.log").read_text()
-
-
-def test_a_progress_bar_reaches_the_terminal_every_few_seconds(tmp_path, capfd, monkeypatch):
-    monkeypatch.setattr(execution, "BAR_EVERY", 0.5)
-    source = toy_notebook(tmp_path / "bar.py", "# %%\nimport sys, time\nfrom tqdm import tqdm\n"
-                          "for _ in tqdm(range(30), desc='acgate seed 4', file=sys.stdout, mininterval=0):\n"
-                          "    time.sleep(0.1)\n")
-    execute_notebook(source, tmp_path / "toy" / "seed04" / "bar.ipynb", {})
-    echoed = [line for line in capfd.readouterr().err.splitlines() if line.startswith("toy/seed04: acgate seed 4:")]
-    assert 1 <= len(echoed) <= 10  # 3 s of a bar redrawn 30 times: a line every 0.5 s or so, not every redraw
-
-
-def test_notebooks_sharing_a_kernel_see_only_what_they_define(tmp_path, monkeypatch):
-    source = toy_notebook(tmp_path / "shared.py", '# %% tags=["parameters"]\nseed = 0\n\n'
-                          '# %%\nimport warnings\nassert "left_over" not in globals(), left_over\n'
-                          'left_over = seed\nwarnings.warn(f"shown in every notebook ({seed})")\n')
-    runs = [(tmp_path / f"seed{seed:02d}" / "shared.ipynb", {"seed": seed}) for seed in (3, 4)]
-    assert len(execute_notebooks(source, runs)) == 2
-    for output, parameters in runs:
-        nb = nbformat.read(output, as_version=4)
-        cells = [c for c in nb.cells if c.cell_type == "code"]
-        assert [c.execution_count for c in cells] == [1, 2, 3]  # numbered as in a fresh kernel
-        assert f"shown in every notebook ({parameters['seed']})" in cells[-1].outputs[0]["text"]
-        assert output.with_suffix(".log").is_file()
-    # the check can fail: without clearing the kernel between them, the second notebook sees the first's name
-    monkeypatch.setattr(execution, "RESET", "pass")
-    with pytest.raises(RuntimeError, match=r"shared.py failed: AssertionError: 3\n  parameters: \{'seed': 4\}\n  "
-                                           r"log: .*seed4\.log\n  partly .*\n  the kernel's own output .*seed3\.log$"):
-        execute_notebooks(source, [(tmp_path / "again" / f"seed{s}.ipynb", {"seed": s}) for s in (3, 4)])
-    assert (tmp_path / "again" / "seed3.ipynb").is_file() and not (tmp_path / "again" / "seed4.ipynb").exists()
-
-
 def test_seeds_run_in_one_kernel_give_what_fresh_kernels_give(tmp_path, capfd):
     """The workflow's jobs run several seeds in one kernel (--seeds): the second seed's panel, runs and reproducible
     outputs are those of a kernel of its own, to the bit (methods with dropout and relaxed gates among them)."""
@@ -354,55 +268,6 @@ def test_saving_a_notebook_as_jupyterlab_does_leaves_its_py_file_unchanged(noteb
         assert nbformat.read(source.with_suffix(".ipynb"), as_version=4).cells == model["content"].cells
 
 
-def test_html_view_lists_pages_in_pipeline_order_links_outputs_and_scrolls_wide_tables(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    for output in ("tables/verdict_matrix.csv", "tables/verdict_matrix.md", "figures/evidence.png"):
-        (tmp_path / output).parent.mkdir(exist_ok=True)
-        (tmp_path / output).write_text("x")
-    report_params = {"tables_dir": str(tmp_path / "tables"), "figures_dir": "figures"}
-    made = {"data/processed/d/seed00/02_synthetic_dgp.ipynb": {}, "runs/d/seed00/03_train.ipynb": {},
-            "runs/d/panel_matched/07_panel_matched.ipynb": {}, "runs/d/audit/04_audit.ipynb": {},
-            "runs/report/05_report.ipynb": report_params}
-    for path, parameters in made.items():
-        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1")])
-        nb.metadata["papermill"] = {"duration": 1.0, "parameters": parameters}
-        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
-        nbformat.write(nb, tmp_path / path)
-    html_view(tmp_path / "runs" / "html" / "index.html", [Path(p) for p in sorted(made)])
-    index = (tmp_path / "runs" / "html" / "index.html").read_text()
-    steps = [index.index(f"{step}</a>") for step in ("02_synthetic_dgp", "03_train", "07_panel_matched", "04_audit",
-                                                     "05_report")]
-    assert steps == sorted(steps)  # prep and DGP, training, the panel-matched study the audit reads, audit, report
-    assert "<h2>panel_matched</h2>" not in index and index.count("<h2>d</h2>") == 1  # the study under its domain
-    assert 'href="../../tables/verdict_matrix.md"' in index and 'href="../../tables/verdict_matrix.csv"' in index
-    assert 'src="../../figures/evidence.png"' in index
-    page = (tmp_path / "runs" / "html" / "runs" / "d" / "audit" / "04_audit.html").read_text()
-    assert 'href="../../../index.html"' in page and "overflow-x:auto" in page
-
-
-def test_html_pages_show_a_progress_bar_once_are_titled_by_domain_and_seed_and_render_markdown(tmp_path, monkeypatch):
-    """A training page held 95 frames of its progress bars (a stream output each, ending in a carriage return), every
-    page was titled only by its step, and an index link to a Markdown table showed its source text."""
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "tables").mkdir()
-    (tmp_path / "tables" / "t.csv").write_text("a\n1\n")
-    (tmp_path / "tables" / "t.md").write_text("Caption.\n\n| a |\n|--:|\n| 1 |\n")
-    frames = [nbformat.v4.new_output("stream", name="stdout", text=f"\racgate seed 3: {p:3d}%|") for p in range(95)]
-    cell = nbformat.v4.new_code_cell("train()", outputs=frames)
-    nb = nbformat.v4.new_notebook(cells=[cell])
-    nb.metadata["papermill"] = {"duration": 1.0, "parameters": {"tables_dir": "tables"}}
-    path = tmp_path / "runs" / "economics" / "seed03" / "03_train.ipynb"
-    path.parent.mkdir(parents=True)
-    nbformat.write(nb, path)
-    html_view(tmp_path / "runs" / "html" / "index.html", [path])
-    page = (tmp_path / "runs" / "html" / "runs" / "economics" / "seed03" / "03_train.html").read_text()
-    assert page.count("acgate seed 3:") == 1 and " 94%|" in page
-    assert "<title>03_train · economics · seed03</title>" in page
-    index = (tmp_path / "runs" / "html" / "index.html").read_text()
-    assert 'href="tables/t.html">view</a>' in index
-    assert '<td style="text-align:right">1</td>' in (tmp_path / "runs" / "html" / "tables" / "t.html").read_text()
-
-
 def test_notebooks_tried_with_a_profile_keep_to_the_profiles_own_folders(tmp_path, monkeypatch):
     """03_train and 04_audit run with the smoke profile and no folders given write under runs/smoke/ (the panel in
     runs/smoke/data/), never over the paper's runs/ and data/, whose runs would then be stale or smoke runs."""
@@ -422,59 +287,6 @@ def test_notebooks_tried_with_a_profile_keep_to_the_profiles_own_folders(tmp_pat
     assert [p.name for p in (project / "runs").iterdir()] == ["smoke"]
 
 
-def test_html_pages_converted_in_several_processes_are_those_of_a_fresh_exporter_each(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)  # pages mirror the notebooks' paths below the working directory
-    notebooks = []
-    for i in range(5):  # each with metadata of its own, so that one page taking another's would show
-        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(f"# notebook {i}"),
-                                             nbformat.v4.new_code_cell(f"print({i})")])
-        nb.metadata["language_info"] = {"name": "python", "version": f"3.{i}", "codemirror_mode": f"mode{i}"}
-        nb.metadata["title"] = f"title {i}"
-        notebooks.append(tmp_path / "runs" / "d" / f"seed{i:02d}" / "03_train.ipynb")
-        notebooks[-1].parent.mkdir(parents=True)
-        nbformat.write(nb, notebooks[-1])
-    pages = {}
-    for jobs in (2, 1):
-        index = tmp_path / f"html{jobs}" / "index.html"
-        written = html_view(index, notebooks, jobs=jobs)
-        assert written == [index.parent / n.relative_to(tmp_path).with_suffix(".html") for n in notebooks]
-        pages[jobs] = [page.read_text() for page in written]
-    fresh = tmp_path / "fresh" / "index.html"  # the pages as one exporter per page makes them
-    for path in notebooks:
-        _exporter.cache_clear()
-        _write_page(nbformat.read(path, as_version=4), path.stem, fresh,
-                             fresh.parent / path.relative_to(tmp_path).with_suffix(".html"))
-    expected = [(fresh.parent / n.relative_to(tmp_path).with_suffix(".html")).read_text() for n in notebooks]
-    assert pages[2] == expected and pages[1] == expected
-    for i, page in enumerate(expected):  # each page shows its own notebook's title, and no other's
-        assert [f"title {j}" in page for j in range(5)] == [j == i for j in range(5)]
-
-
-@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full, whose writes fail as a full disk's do")
-def test_a_full_disk_stops_the_html_view_with_the_cause_and_the_file(tmp_path, monkeypatch):
-    """A write on a full disk fails with "No space left on device" and no file name; the view stops with both (the
-    workflow shows it in the terminal, as the step's log may be what cannot be written) and leaves no half page."""
-    monkeypatch.chdir(tmp_path)
-    executed = Path("runs/d/seed00/03_train.ipynb")
-    executed.parent.mkdir(parents=True)
-    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1")]), executed)
-    real_open = io.open
-
-    def full_disk(file, mode="r", *args, **kwargs):  # every file opened for writing is full
-        if "w" not in mode:
-            return real_open(file, mode, *args, **kwargs)
-        if isinstance(file, int):  # a descriptor (a temporary file's), handed over to the file object
-            os.close(file)
-        return real_open("/dev/full", mode, *args, **kwargs)
-
-    monkeypatch.setattr(io, "open", full_disk)
-    with pytest.raises(SystemExit) as stop:
-        __main__.main(["html", "runs/html/index.html", str(executed)])
-    assert re.search(r"the HTML view runs/html/index.html failed: \[Errno 28\] No space left on device: "
-                     r"'runs/html/runs/d/seed00/03_train.html'", str(stop.value.code)), stop.value.code
-    assert [p for p in Path("runs/html").rglob("*") if p.is_file()] == []
-
-
 def test_the_training_and_dgp_kernels_import_neither_seaborn_nor_scipy_stats():
     """Their imports (each notebook's own import lines) leave out seaborn and scipy.stats, about 0.7 s of every
     kernel's start: the audit's tests import scipy.stats where they call it."""
@@ -485,31 +297,6 @@ def test_the_training_and_dgp_kernels_import_neither_seaborn_nor_scipy_stats():
                                      "sys.modules))"])
         done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT)
         assert done.stdout.strip() == "[]", (name, imports, done.stdout)
-
-
-def test_the_notebooks_import_nothing_of_the_runner(tmp_path):
-    """Every notebook imports acgate.notebook (for resolve); Jupytext, nbformat and Papermill stay out of the kernel,
-    as does jsonschema under them, whose optional IRI grammar (rfc3987_syntax) takes seconds to import. The runner
-    process does without that grammar too."""
-    probe = ("import sys, acgate.notebook, acgate.models.runner, acgate.audit, acgate.report.paper_tables; "
-             "print(sorted(m for m in ('jupytext', 'nbformat', 'papermill', 'jsonschema') if m in sys.modules))")
-    kernel = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
-    assert kernel.stdout.strip() == "[]", kernel.stdout
-    header = "# ---\n# jupyter:\n#   kernelspec:\n#     display_name: Python 3\n#     name: python3\n# ---\n"
-    (tmp_path / "tiny.py").write_text(header + "# %%\nx = 1\n")
-    probe = ("import sys, acgate.notebook; acgate.notebook.__main__.main(['run', sys.argv[1], sys.argv[2]]); "
-             "print('jsonschema' in sys.modules, sys.modules.get('rfc3987_syntax', 'absent'))")
-    runner = subprocess.run([sys.executable, "-c", probe, str(tmp_path / "tiny.py"), str(tmp_path / "tiny.ipynb")],
-                            capture_output=True, text=True)
-    assert runner.returncode == 0, runner.stderr[-2000:]
-    assert runner.stdout.split("\n")[-2] == "True None", runner.stdout  # jsonschema imported, without the grammar
-
-
-def test_a_parameter_that_is_not_valid_yaml_names_its_key_and_the_list_syntax():
-    assert __main__._parameter("methods=[acgate, tft]") == ("methods", ["acgate", "tft"])
-    with pytest.raises(argparse.ArgumentTypeError, match=r"parameter methods: '\[acgate, tft' is not valid YAML .*"
-                                                         r"written like 'methods=\[acgate, tft\]'"):
-        __main__._parameter("methods=[acgate, tft")
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "notebooks").glob("*.py")), ids=lambda p: p.name)

@@ -1,0 +1,34 @@
+"""Tests of acgate.audit.calibration: replicates run in worker processes, and the calibration record."""
+
+import functools
+import json
+
+from acgate.audit import calibration, verdicts
+
+
+def test_replicates_in_worker_processes_report_while_they_run(small, tmp_path, monkeypatch):
+    monkeypatch.setattr(calibration, "HEARTBEAT", 0.2)  # the workers take seconds just to start
+    lines = []
+    work = functools.partial(calibration.run_replicate, params=small, root=tmp_path)
+    records = calibration.run_replicates([("lag_free", 0), ("lag_free", 1)], work, jobs=2, log=lines.append)
+    assert sorted(zip(records.replicate, records.reference, strict=True)) == [
+        (0, "acgate"), (0, "moderated_dl"), (1, "acgate"), (1, "moderated_dl")]
+    assert lines[0] == "[calibration 0/2] 2 replicates, 2 at a time"
+    assert lines[1].startswith("[calibration 0/2] 2 replicates running (")
+    assert [line.split("]")[0] for line in lines if "lag_free replicate" in line] == ["[calibration 1/2",
+                                                                                       "[calibration 2/2"]
+
+
+def test_a_broken_calibration_record_is_not_kept_and_says_why(tmp_path, small):
+    """The workflow asks calibration.reusable while it loads: a truncated, non-object or partial record must give
+    'not kept' with a reason (or be kept without the optional facts), never an exception."""
+    (tmp_path / "audit_calibration.csv").write_text("scenario\n")
+    record = tmp_path / calibration.RECORD
+    for text in ('{"rules_version": 2, "sett', "[1, 2]", ""):
+        record.write_text(text)
+        kept, why = calibration.reusable(tmp_path, small, ["lag_free"], 3, 2)
+        assert not kept and "calibration record" in why, why
+    record.write_text(json.dumps({"rules_version": verdicts.RULES_VERSION,
+                                  "settings": calibration.settings(small, ["lag_free"], 3, 2)}, default=list))
+    kept, why = calibration.reusable(tmp_path, small, ["lag_free"], 3, 2)
+    assert kept and "measured the current rules" in why

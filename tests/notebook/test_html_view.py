@@ -1,0 +1,110 @@
+"""Tests of acgate.notebook.html_view: the HTML view of executed notebooks and its index page."""
+
+from pathlib import Path
+
+import nbformat
+
+from acgate.notebook.html_view import _exporter, _write_page, html_view
+
+
+def test_html_view_lists_pages_in_pipeline_order_links_outputs_and_scrolls_wide_tables(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for output in ("tables/verdict_matrix.csv", "tables/verdict_matrix.md", "figures/evidence.png"):
+        (tmp_path / output).parent.mkdir(exist_ok=True)
+        (tmp_path / output).write_text("x")
+    report_params = {"tables_dir": str(tmp_path / "tables"), "figures_dir": "figures"}
+    made = {"data/processed/d/seed00/02_synthetic_dgp.ipynb": {}, "runs/d/seed00/03_train.ipynb": {},
+            "runs/d/panel_matched/07_panel_matched.ipynb": {}, "runs/d/audit/04_audit.ipynb": {},
+            "runs/report/05_report.ipynb": report_params}
+    for path, parameters in made.items():
+        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1")])
+        nb.metadata["papermill"] = {"duration": 1.0, "parameters": parameters}
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(nb, tmp_path / path)
+    html_view(tmp_path / "runs" / "html" / "index.html", [Path(p) for p in sorted(made)])
+    index = (tmp_path / "runs" / "html" / "index.html").read_text()
+    steps = [index.index(f"{step}</a>") for step in ("02_synthetic_dgp", "03_train", "07_panel_matched", "04_audit",
+                                                     "05_report")]
+    assert steps == sorted(steps)  # prep and DGP, training, the panel-matched study the audit reads, audit, report
+    assert "<h2>panel_matched</h2>" not in index and index.count("<h2>d</h2>") == 1  # the study under its domain
+    assert 'href="../../tables/verdict_matrix.md"' in index and 'href="../../tables/verdict_matrix.csv"' in index
+    assert 'src="../../figures/evidence.png"' in index
+    page = (tmp_path / "runs" / "html" / "runs" / "d" / "audit" / "04_audit.html").read_text()
+    assert 'href="../../../index.html"' in page and "overflow-x:auto" in page
+
+
+def test_html_pages_show_a_progress_bar_once_are_titled_by_domain_and_seed_and_render_markdown(tmp_path, monkeypatch):
+    """A training page held 95 frames of its progress bars (a stream output each, ending in a carriage return), every
+    page was titled only by its step, and an index link to a Markdown table showed its source text."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "tables").mkdir()
+    (tmp_path / "tables" / "t.csv").write_text("a\n1\n")
+    (tmp_path / "tables" / "t.md").write_text("Caption.\n\n| a |\n|--:|\n| 1 |\n")
+    frames = [nbformat.v4.new_output("stream", name="stdout", text=f"\racgate seed 3: {p:3d}%|") for p in range(95)]
+    cell = nbformat.v4.new_code_cell("train()", outputs=frames)
+    nb = nbformat.v4.new_notebook(cells=[cell])
+    nb.metadata["papermill"] = {"duration": 1.0, "parameters": {"tables_dir": "tables"}}
+    path = tmp_path / "runs" / "economics" / "seed03" / "03_train.ipynb"
+    path.parent.mkdir(parents=True)
+    nbformat.write(nb, path)
+    html_view(tmp_path / "runs" / "html" / "index.html", [path])
+    page = (tmp_path / "runs" / "html" / "runs" / "economics" / "seed03" / "03_train.html").read_text()
+    assert page.count("acgate seed 3:") == 1 and " 94%|" in page
+    assert "<title>03_train · economics · seed03</title>" in page
+    index = (tmp_path / "runs" / "html" / "index.html").read_text()
+    assert 'href="tables/t.html">view</a>' in index
+    assert '<td style="text-align:right">1</td>' in (tmp_path / "runs" / "html" / "tables" / "t.html").read_text()
+
+
+def test_html_pages_converted_in_several_processes_are_those_of_a_fresh_exporter_each(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # pages mirror the notebooks' paths below the working directory
+    notebooks = []
+    for i in range(5):  # each with metadata of its own, so that one page taking another's would show
+        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(f"# notebook {i}"),
+                                             nbformat.v4.new_code_cell(f"print({i})")])
+        nb.metadata["language_info"] = {"name": "python", "version": f"3.{i}", "codemirror_mode": f"mode{i}"}
+        nb.metadata["title"] = f"title {i}"
+        notebooks.append(tmp_path / "runs" / "d" / f"seed{i:02d}" / "03_train.ipynb")
+        notebooks[-1].parent.mkdir(parents=True)
+        nbformat.write(nb, notebooks[-1])
+    pages = {}
+    for jobs in (2, 1):
+        index = tmp_path / f"html{jobs}" / "index.html"
+        written = html_view(index, notebooks, jobs=jobs)
+        assert written == [index.parent / n.relative_to(tmp_path).with_suffix(".html") for n in notebooks]
+        pages[jobs] = [page.read_text() for page in written]
+    fresh = tmp_path / "fresh" / "index.html"  # the pages as one exporter per page makes them
+    for path in notebooks:
+        _exporter.cache_clear()
+        _write_page(nbformat.read(path, as_version=4), path.stem, fresh,
+                             fresh.parent / path.relative_to(tmp_path).with_suffix(".html"))
+    expected = [(fresh.parent / n.relative_to(tmp_path).with_suffix(".html")).read_text() for n in notebooks]
+    assert pages[2] == expected and pages[1] == expected
+    for i, page in enumerate(expected):  # each page shows its own notebook's title, and no other's
+        assert [f"title {j}" in page for j in range(5)] == [j == i for j in range(5)]
+
+
+def test_the_html_view_links_each_audit_report_first_and_shows_the_verdict_matrix(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for output, text in {"runs/d/audit/report.html": "<html></html>",
+                         "tables/verdict_matrix.csv": "domain,reference,L1 calibrated\nd<x>,acgate,supported\n",
+                         "tables/verdict_matrix.md": "x"}.items():
+        (tmp_path / output).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / output).write_text(text)
+    made = {"runs/d/seed00/03_train.ipynb": {}, "runs/d/audit/04_audit.ipynb": {},
+            "runs/report/05_report.ipynb": {"tables_dir": str(tmp_path / "tables"), "runs_dir": "runs"},
+            # the studies and the calibration write into the same tables folder: the matrix is still shown once
+            "runs/d/panel_matched/07_panel_matched.ipynb": {"tables_dir": str(tmp_path / "tables")},
+            "runs/audit_calibration/06_audit_calibration.ipynb": {"tables_dir": str(tmp_path / "tables")}}
+    for path, parameters in made.items():
+        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1")])
+        nb.metadata["papermill"] = {"duration": 1.0, "parameters": parameters}
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(nb, tmp_path / path)
+    html_view(tmp_path / "runs" / "html" / "index.html", [Path(p) for p in sorted(made)])
+    index = (tmp_path / "runs" / "html" / "index.html").read_text()
+    report = index.index('href="../d/audit/report.html"')
+    assert report < index.index("Verdict matrix") < index.index("03_train</a>")  # first, above the notebooks
+    assert index.count("<h2>Verdict matrix</h2>") == 1
+    assert "The grid in <code>runs</code>" in index and "<td>d&lt;x&gt;</td><td>acgate</td><td>supported</td>" in index
+    assert 'href="../../tables/verdict_matrix.md"' in index

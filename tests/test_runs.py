@@ -1,0 +1,76 @@
+"""Tests of acgate.runs: the code version and digest a run records, and the run folder's lock."""
+
+import fcntl
+import os
+import subprocess
+import threading
+
+from acgate import runs
+
+
+def test_the_git_sha_says_when_code_notebooks_or_params_differ_from_the_commit(tmp_path, monkeypatch):
+    # git as on a fresh machine: no user or system settings (untracked files hidden, signed commits, hooks), no
+    # repository of a caller's (a hook's GIT_DIR), none above the temporary folders
+    for name in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", os.devnull)
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path.parent))
+    repository = tmp_path / "checkout"
+
+    def git(*args) -> str:
+        return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=repository,
+                              check=True, capture_output=True, text=True).stdout.strip()
+
+    sources = ("lib/acgate/x.py", "notebooks/n.py", "params/p.yaml", "pyproject.toml")
+    for name in (*sources, "tables/t.csv"):
+        (repository / name).parent.mkdir(parents=True, exist_ok=True)
+        (repository / name).write_text("a\n")
+    package = repository / "lib" / "acgate" / "x.py"  # git_sha looks from the folder of the file it is given
+    assert runs.git_sha(package) == "unknown"  # not a repository yet
+    git("init", "-q")
+    assert runs.git_sha(package) == "unknown"  # no commit yet
+    git("add", ".")
+    git("commit", "-q", "-m", "first")
+    assert runs.git_sha(package) == git("rev-parse", "HEAD")
+    for output in ("tables/t.csv", "tables/new.csv"):  # a regenerated output, a new one: neither counts
+        (repository / output).write_text("b\n")
+        assert runs.git_sha(package) == git("rev-parse", "HEAD")
+    for change in (*sources, "notebooks/new.py"):  # every kind of source changed, and a new one
+        (repository / change).write_text("b\n")
+        assert runs.git_sha(package) == git("rev-parse", "HEAD") + "+dirty", change
+        git("add", ".")
+        git("commit", "-q", "-m", change)
+        assert runs.git_sha(package) == git("rev-parse", "HEAD")
+
+
+def test_every_run_records_a_code_digest_that_changes_with_every_edit(tmp_path):
+    """git_sha says '<sha>+dirty' before and after an edit; the code digest tells the two apart."""
+    package = tmp_path / "lib" / "acgate"
+    package.mkdir(parents=True)
+    (tmp_path / "notebooks").mkdir()
+    for name in ("lib/acgate/x.py", "lib/acgate/numbers.yaml", "notebooks/n.py"):
+        (tmp_path / name).write_text("a\n")
+    seen = set()
+    for edit in (None, "lib/acgate/x.py", "lib/acgate/numbers.yaml", "notebooks/n.py", "lib/acgate/new.py"):
+        if edit:
+            (tmp_path / edit).write_text("b\n")
+        runs.code_digest.cache_clear()
+        seen.add(runs.code_digest(package / "x.py"))
+        assert len(seen) == (1 if edit is None else len(seen)), edit
+    assert len(seen) == 5
+    runs.code_digest.cache_clear()
+    assert runs.manifest({}, 0, "cpu")["code_digest"] == runs.code_digest()
+
+
+def test_a_reader_checking_the_lock_does_not_stop_a_writer(tmp_path):
+    """A reader holds the lock for the instant of its check; a writer that meets it waits instead of failing."""
+    out = tmp_path / "seed00" / "acgate"
+    with runs.writing(out):
+        pass
+    with open(runs.lock_file(out)) as lock:
+        fcntl.flock(lock, fcntl.LOCK_SH)
+        threading.Timer(0.3, fcntl.flock, (lock, fcntl.LOCK_UN)).start()
+        with runs.writing(out):
+            written = True
+    assert written and runs.writer(out) is None
