@@ -43,13 +43,14 @@ def test_the_notebooks_import_nothing_of_the_runner(tmp_path):
     """Every notebook imports acgate.notebook (for resolve); Jupytext, nbformat and Papermill stay out of the kernel,
     as does jsonschema under them, whose optional IRI grammar (rfc3987_syntax) takes seconds to import. The runner
     process does without that grammar too."""
-    probe = ("import sys, acgate.notebook, acgate.models.runner, acgate.audit, acgate.report.paper_tables; "
+    probe = ("import sys, acgate.notebook.resolve, acgate.models.runner, acgate.audit.domain_audit, "
+             "acgate.report.paper_tables; "
              "print(sorted(m for m in ('jupytext', 'nbformat', 'papermill', 'jsonschema') if m in sys.modules))")
     kernel = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert kernel.stdout.strip() == "[]", kernel.stdout
     header = "# ---\n# jupyter:\n#   kernelspec:\n#     display_name: Python 3\n#     name: python3\n# ---\n"
     (tmp_path / "tiny.py").write_text(header + "# %%\nx = 1\n")
-    probe = ("import sys, acgate.notebook; acgate.notebook.__main__.main(['run', sys.argv[1], sys.argv[2]]); "
+    probe = ("import sys, acgate.notebook.__main__ as cli; cli.main(['run', sys.argv[1], sys.argv[2]]); "
              "print('jsonschema' in sys.modules, sys.modules.get('rfc3987_syntax', 'absent'))")
     runner = subprocess.run([sys.executable, "-c", probe, str(tmp_path / "tiny.py"), str(tmp_path / "tiny.ipynb")],
                             capture_output=True, text=True)
