@@ -450,22 +450,14 @@ def judge(result: AuditResult, cfg: AuditConfig, references: list[str] | None = 
 
 
 NEURAL = "acgate"
-
-
 CLASSICAL = ("moderated_dl", "two_stage_dl")  # the classical models AC-GATE is compared with head to head
-
-
 RECOVERY_METRICS = {  # L3 column: (what it measures, higher is better)
     "spearman_lag_centre": ("ranking: Spearman(k*, lag centre)", True),
     "mae_lag_centre": ("size: k* MAE against the lag centre", False),
     "mae_dgp_mean_lag": ("size: k* MAE against the DGP's mean lag", False),
     "spearman_dgp_mean_lag": ("ranking: Spearman(k*, DGP mean lag)", True),
 }
-
-
 FORECAST_METRIC = "held-out test MSE (classical - AC-GATE)"
-
-
 COMPARISON_COLUMNS = ["classical_method", "comparison", "metric", "neural", "classical", "seeds", "entities",
                       "advantage", "p_neural_better", "p_neural_worse", "outcome"]
 

@@ -136,8 +136,6 @@ def load_runs(runs_root: Path, domain: str, params_hash: str, seeds: list[int], 
 
 
 EXCLUDED_COLUMNS = ["seed", "method", "reason"]
-
-
 NOT_ASKED = "not asked for"  # a run folder outside the seeds and methods audited: listed, no warning
 
 

@@ -9,7 +9,7 @@ runs one of these.
 
 ``run`` executes one notebook (:mod:`acgate.notebook.execution`; values are parsed as YAML); with ``--seeds``, once
 per seed, each into its own executed copy and log, in one kernel. ``html`` writes the HTML view
-(:mod:`acgate.notebook.html_view.html_view`).
+(:mod:`acgate.notebook.html_view`).
 """
 
 from __future__ import annotations

@@ -18,24 +18,17 @@ import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    pass
-
+# Jupytext, nbformat and Papermill are imported where they are used: they bring jsonschema, whose optional IRI
+# checker takes seconds to import (html_view.without_iri_grammar), and a notebook's kernel needs none of them.
 
 # each notebook process does its numerical work on one thread, so N parallel jobs use N cores
 SINGLE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 
-
 # progress lines: training's "[acgate seed 3] epoch 25/200 ...", the calibrations' "[calibration 4/19] ..." and
 # "[panel-matched 4/19] ..."; and what a user must not miss: "WARNING: ..." and "PROBLEM: ..."
 PROGRESS = re.compile(r"^\s*(\[(\w+ seed \d+|(calibration|panel-matched) \d+/\d+)\]|WARNING:|PROBLEM:)")
-
-
 BAR = re.compile(r"^\s*\w+ seed \d+:\s+\d+%\|")  # its progress bar: "acgate seed 3:  45%|####5  | 90/200 [...]"
-
-
 BAR_EVERY = 5.0  # seconds between two echoes of a progress bar
 
 

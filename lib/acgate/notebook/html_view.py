@@ -25,13 +25,9 @@ if TYPE_CHECKING:
 # the notebooks in the order they run: a data domain's panel-matched study (07) before its audit, which reads it
 STEPS = ("01_data_prep", "02_synthetic_dgp", "03_train", "07_panel_matched", "04_audit", "05_report",
          "06_audit_calibration")
-
-
 PAGE_STYLE = (".jp-OutputArea-output,.jp-RenderedHTMLCommon,div.output_area{overflow-x:auto}"  # wide tables scroll
               ".jp-RenderedHTMLCommon table{display:block;overflow-x:auto;max-width:100%}"
               "nav.acgate{font-family:sans-serif;padding:8px 16px;border-bottom:1px solid #ddd}")
-
-
 INDEX_STYLE = ("body{font-family:sans-serif;max-width:60em;margin:2em auto}table{border-collapse:collapse}"
                "td,th{padding:2px 12px;text-align:left;border-bottom:1px solid #ddd}"
                "figure{display:inline-block;margin:0 1em 1em 0}figure img{height:9em;border:1px solid #ddd}")

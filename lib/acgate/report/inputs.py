@@ -75,4 +75,3 @@ def in_paper_order(frame: pd.DataFrame) -> pd.DataFrame:
     """Rows in the paper's method order (unknown methods last)."""
     order = {m: i for i, m in enumerate((*METHODS, "persistence"))}
     return frame.sort_values("method", key=lambda s: s.map(order).fillna(len(order)), kind="stable")
-
