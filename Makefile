@@ -66,7 +66,9 @@ QUICK := seeds=3 runs_dir=runs/quick calibration_negative_replicates=2 calibrati
 
 .PHONY: setup paper scenarios quick calibrate panel-matched dry-run unlock bench data example test lint lab notebooks clean-runs
 
-$(VENV)/.installed: pyproject.toml
+# the package's version is written once, in lib/acgate/__init__.py; the installed metadata (which every run's manifest
+# records) takes it at install time, so a new version installs again
+$(VENV)/.installed: pyproject.toml lib/acgate/__init__.py
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
