@@ -24,6 +24,9 @@
 #   make data             download the official input files into data/raw (or $ACGATE_RAW_DIR)
 #   make example          generate the example panel data/raw/example_panel.csv (params/example_panel.yaml)
 #   make test             ruff, mypy and pytest (unit, notebook, nbval and workflow tests; about 11 minutes on 2 cores)
+#   make test-fast        ruff, mypy and the tests not marked slow: no notebook execution, no workflow, no training beyond
+#                         smoke runs (about a minute on 2 cores); run make test before handing a change in
+#   make lint             ruff (the rules of [tool.ruff] in pyproject.toml) and mypy ([tool.mypy])
 #   make lab              JupyterLab on the repository; notebooks/*.py open as notebooks (Jupytext), and saving one
 #                         writes a paired .ipynb beside it (git-ignored; the .py file stays the source). LAB="--port
 #                         8890 --no-browser" passes options to `jupyter lab`; as root (a container) it adds
@@ -64,9 +67,12 @@ $(info $(CACHE_HOME) cannot be written: Snakemake's cache goes to $(XDG_CACHE_HO
 endif
 QUICK := seeds=3 runs_dir=runs/quick calibration_negative_replicates=2 calibration_positive_replicates=2
 
-.PHONY: setup paper scenarios quick calibrate panel-matched dry-run unlock bench data example test lint lab notebooks clean-runs
+.PHONY: setup paper scenarios quick calibrate panel-matched dry-run unlock bench data example test test-fast lint lab \
+	notebooks clean-runs
 
-$(VENV)/.installed: pyproject.toml
+# the package's version is written once, in lib/acgate/__init__.py; the installed metadata (which every run's manifest
+# records) takes it at install time, so a new version installs again
+$(VENV)/.installed: pyproject.toml lib/acgate/__init__.py
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
@@ -111,6 +117,11 @@ lint: setup
 
 test: lint
 	$(PY) -m pytest
+
+# `slow`: the marker declared in pyproject.toml, set on a test where it is written or, by module and test name, in
+# tests/conftest.py
+test-fast: lint
+	$(PY) -m pytest -m "not slow"
 
 lab: setup
 	mkdir -p $(dir $(LAB_OVERRIDES))

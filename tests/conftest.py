@@ -129,3 +129,21 @@ def domain_params(domain):
 @pytest.fixture
 def params():
     return domain_params
+
+
+# `make test-fast` runs the tests not marked slow (pytest -m "not slow"). Besides the tests marked where they are
+# written, these are slow: every test of a module or folder named in SLOW_MODULES (they execute notebooks or run the
+# Snakemake workflow) and the tests named in SLOW_TESTS (a notebook executed, calibration replicates in worker
+# processes). Names, not paths, so that they stay marked wherever under tests/ they move; a split or renamed module
+# takes its new name here.
+SLOW_MODULES = {"test_notebooks", "test_workflow", "notebook", "workflow"}
+SLOW_TESTS = {"test_the_study_notebook_states_its_rates_in_the_audit",
+              "test_replicates_in_worker_processes_report_while_they_run"}
+
+
+def pytest_collection_modifyitems(items):
+    tests = Path(__file__).resolve().parent
+    for item in items:
+        names = {item.path.stem, *item.path.resolve().relative_to(tests).parent.parts}  # the folders under tests/ only
+        if names & SLOW_MODULES or getattr(item, "originalname", item.name) in SLOW_TESTS:
+            item.add_marker(pytest.mark.slow)
