@@ -1,0 +1,40 @@
+"""The package's folders are layers: infrastructure at the top level (config, layout, runs, statistics, the notebook
+package), then data, models, audit, report and tools; a module imports only from its own layer or the ones before
+it (README, "Layout")."""
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "lib" / "acgate"
+LAYERS = ["", "data", "models", "audit", "report", "tools"]  # "": the top level and the notebook package
+
+
+def layer_of(module: str) -> str:
+    """The layer of a dotted module below acgate ("models.train" -> "models", "runs" -> "")."""
+    head = module.split(".")[0]
+    return head if head in LAYERS else ""
+
+
+def upward_imports(package: Path) -> list[str]:
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        importer = layer_of(".".join(path.relative_to(package).with_suffix("").parts))
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("acgate"):
+                names = ([node.module[len("acgate."):]] if node.module != "acgate"
+                         else [alias.name for alias in node.names])
+                for name in names:
+                    if LAYERS.index(layer_of(name)) > LAYERS.index(importer):
+                        found.append(f"{path.relative_to(package)}:{node.lineno} imports acgate.{name}")
+    return found
+
+
+def test_no_module_imports_from_a_later_layer():
+    assert upward_imports(PACKAGE) == []
+
+
+def test_an_import_from_a_later_layer_is_found(tmp_path):
+    """The check can fail: a data module that imports the audit is named."""
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "prep.py").write_text("from acgate.audit.verdicts import cell\nfrom acgate.runs import x\n")
+    assert upward_imports(tmp_path) == ["data/prep.py:1 imports acgate.audit.verdicts"]
