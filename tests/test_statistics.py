@@ -201,3 +201,25 @@ def test_pairs_that_all_differ_alike_are_no_replicates():
     assert not statistics.unreplicated(np.array([0.003, 0.004]))
     row = statistics.paired_wilcoxon(pd.Series([1.0, 2.0, 3.0]), pd.Series([0.5, 1.5, 2.5]))
     assert np.isnan(row["p"]) and "replicate nothing" in row["note"]
+
+
+@pytest.mark.parametrize("test", ["permutation", "lag_free"])
+def test_a_missing_kstar_or_stratifier_is_refused_not_given_the_smallest_p(test):
+    """A NaN gave rho NaN, which no shuffle reaches, so p came out at its floor 1/(B + 1): the strongest evidence
+    from no evidence. The audit drops entities without both values first; a caller that does not is told."""
+    rng = np.random.default_rng(0)
+    kstar, stratifier = rng.normal(size=30), rng.normal(size=30)
+    kstar[4] = np.nan
+    with pytest.raises(ValueError, match="k\\* or the stratifier holds NaN .* entities that lack either"):
+        if test == "permutation":
+            statistics.permutation_spearman(kstar, stratifier, 99, rng)
+        else:
+            statistics.lag_free_p(kstar, stratifier, rng.normal(size=(30, 2)), 99, rng)
+
+
+def test_lag_free_alignment_is_undefined_when_every_proxy_is_constant():
+    """No proxy varies, so there is no lag-free k* to compare with: NaN, not the smallest p."""
+    rng = np.random.default_rng(0)
+    kstar, stratifier = rng.normal(size=30), rng.normal(size=30)
+    median, p = statistics.lag_free_p(kstar, stratifier, np.ones((30, 2)), 99, rng)
+    assert np.isnan(median) and np.isnan(p)

@@ -90,6 +90,13 @@ def _centred_ranks(values: np.ndarray) -> np.ndarray:
     return r / np.sqrt(np.sum(r**2))
 
 
+def _require_values(kstar: np.ndarray, stratifier: np.ndarray) -> None:
+    """A NaN would give rho NaN, which no shuffle reaches, so p would sit at its floor 1/(B + 1): refuse it."""
+    if not (np.isfinite(kstar).all() and np.isfinite(stratifier).all()):
+        raise ValueError("k* or the stratifier holds NaN (or inf): pass only the entities that have both, i.e. drop "
+                         "the entities that lack either")
+
+
 def permutation_spearman(kstar: np.ndarray, stratifier: np.ndarray, permutations: int,
                          rng: np.random.Generator) -> tuple[float, float]:
     """Spearman's rho of k* and a stratifier, and its entity-label permutation p-value.
@@ -115,7 +122,13 @@ def permutation_spearman(kstar: np.ndarray, stratifier: np.ndarray, permutations
     p : float
         The permutation p-value (1 + #{b : |rho_b| >= |rho|}) / (B + 1), rho_b the rho of the b-th shuffle; a |rho_b|
         within ``TIE_TOLERANCE`` below |rho| counts as reaching it.
+
+    Raises
+    ------
+    ValueError
+        When ``kstar`` or ``stratifier`` holds NaN or inf.
     """
+    _require_values(kstar, stratifier)
     if np.ptp(kstar) == 0 or np.ptp(stratifier) == 0:
         return float("nan"), float("nan")
     k, s = _centred_ranks(kstar), _centred_ranks(stratifier)  # Spearman = Pearson of (average) ranks
@@ -135,7 +148,7 @@ def lag_free_p(kstar: np.ndarray, stratifier: np.ndarray, proxies: np.ndarray, d
     random directions in the standardised proxy space (w uniform on the unit sphere, k*_b = P_std w, each proxy
     centred and divided by its population sd, a constant proxy only centred). The p-value asks whether the learned k*
     is more aligned than a k* that knows nothing about lags. Both numbers are NaN when ``kstar`` or ``stratifier`` is
-    constant.
+    constant, or every proxy is (there is no lag-free k* then).
 
     Parameters
     ----------
@@ -149,7 +162,8 @@ def lag_free_p(kstar: np.ndarray, stratifier: np.ndarray, proxies: np.ndarray, d
         B, the number of random directions (``audit.permutations`` in the audit).
     rng : numpy.random.Generator
         Draws the (M, B) standard normal directions. They are drawn in every call where neither ``kstar`` nor
-        ``stratifier`` is constant, cached or not, so ``rng`` ends where it would without ``references``.
+        ``stratifier`` is constant and some proxy varies, cached or not, so ``rng`` ends where it would without
+        ``references``.
     references : dict or None, default None
         A cache the caller keeps between calls (None: no cache). It holds the centred, normalised ranks of the (N, B)
         projections, keyed by the standardised proxies and the directions drawn: calls that draw the same directions
@@ -163,10 +177,16 @@ def lag_free_p(kstar: np.ndarray, stratifier: np.ndarray, proxies: np.ndarray, d
     p : float
         (1 + #{b : |rho_b| >= |rho|}) / (B + 1), rho the Spearman rho of ``kstar`` and ``stratifier``; a |rho_b| within
         ``TIE_TOLERANCE`` below |rho| counts as reaching it.
+
+    Raises
+    ------
+    ValueError
+        When ``kstar`` or ``stratifier`` holds NaN or inf.
     """
-    if np.ptp(kstar) == 0 or np.ptp(stratifier) == 0:
-        return float("nan"), float("nan")
+    _require_values(kstar, stratifier)
     spread = proxies.std(axis=0)
+    if np.ptp(kstar) == 0 or np.ptp(stratifier) == 0 or not (spread > 0).any():  # no proxy varies: no lag-free k*
+        return float("nan"), float("nan")
     standard = (proxies - proxies.mean(axis=0)) / np.where(spread > 0, spread, 1.0)
     directions = rng.normal(size=(proxies.shape[1], draws))
     key = (standard.shape, standard.tobytes(), directions.tobytes())
