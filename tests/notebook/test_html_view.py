@@ -7,6 +7,18 @@ import nbformat
 from acgate.notebook.html_view import _exporter, _write_page, html_view
 
 
+def index_of(root: Path, made: dict[str, dict]) -> str:
+    """The HTML view's index page of executed notebooks written at ``made`` (path -> Papermill parameters) under
+    ``root``."""
+    for path, parameters in made.items():
+        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1")])
+        nb.metadata["papermill"] = {"duration": 1.0, "parameters": parameters}
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(nb, root / path)
+    html_view(root / "runs" / "html" / "index.html", [Path(p) for p in sorted(made)])
+    return (root / "runs" / "html" / "index.html").read_text()
+
+
 def test_html_view_lists_pages_in_pipeline_order_links_outputs_and_scrolls_wide_tables(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     for output in ("tables/verdict_matrix.csv", "tables/verdict_matrix.md", "figures/evidence.png"):
@@ -16,13 +28,7 @@ def test_html_view_lists_pages_in_pipeline_order_links_outputs_and_scrolls_wide_
     made = {"data/processed/d/seed00/02_synthetic_dgp.ipynb": {}, "runs/d/seed00/03_train.ipynb": {},
             "runs/d/panel_matched/07_panel_matched.ipynb": {}, "runs/d/audit/04_audit.ipynb": {},
             "runs/report/05_report.ipynb": report_params}
-    for path, parameters in made.items():
-        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1")])
-        nb.metadata["papermill"] = {"duration": 1.0, "parameters": parameters}
-        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
-        nbformat.write(nb, tmp_path / path)
-    html_view(tmp_path / "runs" / "html" / "index.html", [Path(p) for p in sorted(made)])
-    index = (tmp_path / "runs" / "html" / "index.html").read_text()
+    index = index_of(tmp_path, made)
     steps = [index.index(f"{step}</a>") for step in ("02_synthetic_dgp", "03_train", "07_panel_matched", "04_audit",
                                                      "05_report")]
     assert steps == sorted(steps)  # prep and DGP, training, the panel-matched study the audit reads, audit, report
@@ -96,13 +102,7 @@ def test_the_html_view_links_each_audit_report_first_and_shows_the_verdict_matri
             # the studies and the calibration write into the same tables folder: the matrix is still shown once
             "runs/d/panel_matched/07_panel_matched.ipynb": {"tables_dir": str(tmp_path / "tables")},
             "runs/audit_calibration/06_audit_calibration.ipynb": {"tables_dir": str(tmp_path / "tables")}}
-    for path, parameters in made.items():
-        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1")])
-        nb.metadata["papermill"] = {"duration": 1.0, "parameters": parameters}
-        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
-        nbformat.write(nb, tmp_path / path)
-    html_view(tmp_path / "runs" / "html" / "index.html", [Path(p) for p in sorted(made)])
-    index = (tmp_path / "runs" / "html" / "index.html").read_text()
+    index = index_of(tmp_path, made)
     report = index.index('href="../d/audit/report.html"')
     assert report < index.index("Verdict matrix") < index.index("03_train</a>")  # first, above the notebooks
     assert index.count("<h2>Verdict matrix</h2>") == 1
