@@ -138,6 +138,11 @@ def _string(v: Any) -> str | None:
     return None if isinstance(v, str) else "a string"
 
 
+def _block(v: Any) -> str | None:
+    ok = v == "auto" or (isinstance(v, int) and not isinstance(v, bool) and v >= 1)
+    return None if ok else "auto or an integer >= 1"
+
+
 def _param(default: Any, help: str, check: Callable[[Any], str | None], required: bool = False) -> Any:
     return field(default=default, metadata={"help": help, "check": check, "required": required})
 
@@ -248,7 +253,8 @@ class ModelConfig:
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """Full-batch training with early stopping on the validation task loss."""
+    """Training with one optimiser step over the whole panel an epoch and early stopping on the validation task
+    loss."""
 
     lr: float = _param(1e-3, "Adam learning rate", _positive)
     max_epochs: int = _param(200, "maximum number of full-batch epochs", _int_at_least(1))
@@ -256,6 +262,11 @@ class TrainConfig:
     grad_clip: float = _param(1.0, "maximum global gradient norm", _positive)
     device: str = _param("auto", "auto (CUDA when present, else CPU), cpu or cuda", _one_of("auto", "cpu", "cuda"))
     threads: int = _param(1, "CPU threads per run (keeps parallel jobs from oversubscribing cores)", _int_at_least(1))
+    block_entities: int | str = _param(
+        "auto", "entities per block of a training step (gradients accumulate over the blocks, so an epoch is still "
+        "one optimiser step over the whole panel, and peak memory follows the block, not the panel); auto: the whole "
+        "panel (on the CPU up to 256 entities: on one thread larger blocks are slower), or the largest block that fits "
+        "in the memory available when less", _block)
     log_every: int = _param(25, "print a progress line every this many epochs (training without a progress bar, "
                                 "as acgate.models.train.fit runs by default; the notebooks show a bar instead)",
                             _int_at_least(1))
@@ -331,9 +342,12 @@ class Params:
     def digest(self) -> str:
         """Short hash of what shapes one training run (domain, data or synthetic, split, model, train), recorded
         with every run; a run whose hash differs from the current one is stale. The audit settings, the seed count
-        and the list of methods do not shape a run, so changing them leaves finished runs valid."""
+        and the list of methods do not shape a run, so changing them leaves finished runs valid; nor does
+        ``train.block_entities`` (an epoch is the same optimiser step whatever the block; each run records its
+        block)."""
         shaping = {k: v for k, v in self.to_dict().items()
                    if k not in ("audit", "n_seeds", "methods") and v is not None}
+        shaping["train"] = {k: v for k, v in shaping["train"].items() if k != "block_entities"}
         text = json.dumps(shaping, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 

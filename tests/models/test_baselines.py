@@ -41,7 +41,6 @@ def test_ganet_gates_are_relaxed_in_training_and_binary_at_evaluation(smoke_para
     assert ((relaxed > 0) & (relaxed < 1)).all()
     out = model.eval()(*windows(cfg))
     assert set(out.gates.unique().tolist()) <= {0.0, 1.0}
-    assert float(out.gate_density) == pytest.approx((out.gates == 1).sum().item() / out.gates.numel())  # open share
     # attention is renormalised over the open gates: closed positions get exactly zero weight
     assert (out.internal[out.gates == 0] == 0).all()
 

@@ -19,8 +19,9 @@ class LagOneOnly(torch.nn.Module):
 def test_occlusion_of_a_lag_the_prediction_ignores_is_zero(smoke_params):
     panel = simulate(smoke_params.synthetic, 0, smoke_params.split.val_start, smoke_params.split.test_start)
     batch = train.Batch.build(panel, Normalisers.fit(panel), smoke_params.model.max_lag, torch.device("cpu"))
-    increase = occlusion.occlusion_increase(LagOneOnly(), batch)
+    increase = occlusion.occlusion_increase(LagOneOnly(), batch, block=panel.n_entities)
     assert increase.shape == (panel.n_entities, smoke_params.model.max_lag)
+    np.testing.assert_array_equal(occlusion.occlusion_increase(LagOneOnly(), batch, block=7), increase)  # in blocks
     assert (increase[:, 1:] == 0).all() and (increase[:, 0] != 0).any()
     profile = occlusion.profile_from_increase(increase)
     rows = increase[:, 0] > 0

@@ -74,8 +74,9 @@ def test_running_out_of_memory_names_the_run_the_panel_and_the_fix(smoke_params,
     monkeypatch.setattr(train, "_train_step", allocation_fails)
     with pytest.raises(train.TrainingError, match=re.escape(
             "[synthetic_linear seed 3 acgate] out of memory: tried to allocate 720896000 bytes (687.5 MiB) on the CPU, "
-            "training on a panel of 40 entities × 20 times × 1 features (model.hidden = 16, model.max_lag = 5). Train "
-            "on fewer entities, with a smaller model.hidden, or on a machine with more memory")) as raised:
+            "training on a panel of 40 entities × 20 times × 1 features (model.hidden = 16, model.max_lag = 5, "
+            "train.block_entities = auto). Train in smaller blocks (a smaller train.block_entities), on fewer "
+            "entities, with a smaller model.hidden, or on a machine with more memory")) as raised:
         runner.run_method(panel, smoke_params, "acgate", 3, tmp_path, quiet)
     assert isinstance(raised.value.__cause__, RuntimeError)  # the allocator's own message stays in the traceback
     assert not is_finished(method_dir(tmp_path, smoke_params.domain, 3, "acgate"))
@@ -119,6 +120,42 @@ def test_other_runtime_errors_pass_through_unchanged(smoke_params, panel, tmp_pa
     with pytest.raises(RuntimeError, match=r"^mat1 and mat2 shapes cannot be multiplied") as raised:
         runner.run_method(panel, smoke_params, "acgate", 0, tmp_path, quiet)
     assert type(raised.value) is RuntimeError
+
+
+def _with(params, **train_settings):
+    return dataclasses.replace(params, train=dataclasses.replace(params.train, **train_settings))
+
+
+@pytest.mark.parametrize("method", ["acgate", "plain_lstm", "tft", "ganet"])
+def test_training_in_blocks_is_the_full_batch_training(smoke_params, panel, method, monkeypatch):
+    """Gradients accumulated over blocks of 7 entities (6 blocks, the last of 5) give the optimiser the whole panel's
+    gradient: the same losses every epoch and the same trained weights as one pass, up to float rounding. Dropout is
+    off and GA-Net's gate noise fixed (u = 1/2), the random draws that blocks take in another order."""
+    monkeypatch.setattr(torch, "rand_like", lambda t: torch.full_like(t, 0.5))
+    params = dataclasses.replace(smoke_params, model=dataclasses.replace(smoke_params.model, dropout=0.0))
+    params = _with(params, max_epochs=6, patience=6)
+    whole = train.fit(panel, _with(params, block_entities=panel.n_entities), method, 0, quiet)
+    blocked = train.fit(panel, _with(params, block_entities=7), method, 0, quiet)
+    assert (whole.memory.blocks, blocked.memory.blocks, blocked.memory.block) == (1, 6, 7)
+    pd.testing.assert_frame_equal(whole.history, blocked.history, rtol=1e-5, atol=1e-7)
+    for name, weights in whole.model.state_dict().items():
+        # GA-Net's key bias adds the same score to every lag, which its softmax ignores: its gradient is 0 but for
+        # rounding, which Adam scales up to steps of up to lr
+        atol = 1e-4 if (method, name) == ("ganet", "key.bias") else 1e-6
+        torch.testing.assert_close(blocked.model.state_dict()[name], weights, rtol=1e-4, atol=atol, msg=name)
+    torch.testing.assert_close(blocked.output.y_hat, whole.output.y_hat, rtol=1e-4, atol=1e-5)
+
+
+def test_a_block_without_training_targets_adds_nothing(smoke_params, panel):
+    """Entities whose training targets are all missing make a block with no task loss, not a NaN one."""
+    panel = dataclasses.replace(panel, Y=panel.Y.copy())
+    panel.Y[:7, :smoke_params.split.val_start] = np.nan
+    params = dataclasses.replace(smoke_params, model=dataclasses.replace(smoke_params.model, dropout=0.0))
+    params = _with(params, max_epochs=3, block_entities=7)
+    result = train.fit(panel, params, "plain_lstm", 0, quiet)
+    whole = train.fit(panel, _with(params, block_entities=panel.n_entities), "plain_lstm", 0, quiet)
+    assert np.isfinite(result.history.train_loss).all()
+    np.testing.assert_allclose(result.history.train_loss, whole.history.train_loss, rtol=1e-5)
 
 
 @pytest.mark.parametrize("method", ["no_ac_encoder", "uniform_lag"])

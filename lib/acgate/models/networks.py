@@ -55,7 +55,6 @@ class Output:
     p_hat: Tensor | None = None  # (N, M) reconstructed proxies (gate models)
     internal: Tensor | None = None  # (N, T-K, K) a baseline's internal weights over lags (diagnostic)
     gates: Tensor | None = None  # (N, T-K, K) GA-Net gates: relaxed in (0, 1) while training, 0/1 at evaluation
-    gate_density: Tensor | None = None  # share of open GA-Net gates
 
 
 def _mlp(n_in: int, hidden: int, n_out: int) -> nn.Sequential:
@@ -305,8 +304,7 @@ class GANet(nn.Module):
         weighted = gates * torch.exp(scores - scores.max(dim=-1, keepdim=True).values)
         attention = weighted / weighted.sum(dim=-1, keepdim=True).clamp_min(1e-12)  # renormalised over open gates
         context = torch.einsum("ntk,ntkd->ntd", attention, self.value(embedded))
-        return Output(y_hat=self.backbone(context, static, entity_index), internal=attention, gates=gates,
-                      gate_density=gates.mean())
+        return Output(y_hat=self.backbone(context, static, entity_index), internal=attention, gates=gates)
 
 
 def build(cfg: ModelConfig, method: str, n_entities: int, n_features: int, n_proxies: int, n_static: int) -> nn.Module:

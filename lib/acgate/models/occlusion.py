@@ -11,12 +11,15 @@ import torch
 from acgate.models.train import Batch
 
 
-def occlusion_increase(model: torch.nn.Module, batch: Batch) -> np.ndarray:
+def occlusion_increase(model: torch.nn.Module, batch: Batch, block: int) -> np.ndarray:
     """Lag-specific occlusion (N, K): per entity, the increase in task MSE over the training and validation
     targets when only lag k of every input window is replaced by its training mean (0 after standardisation). The
     passes stop at the last validation step (every model is causal in the target steps: the test steps change
-    nothing here)."""
-    batch = batch.through("val")
+    nothing here), and take ``block`` entities at a time."""
+    return np.concatenate([_block_increase(model, part) for part in batch.through("val").blocks(block)])
+
+
+def _block_increase(model: torch.nn.Module, batch: Batch) -> np.ndarray:
     mask = (batch.masks["train"] | batch.masks["val"]).float()
     count = mask.sum(dim=1).clamp_min(1)
 

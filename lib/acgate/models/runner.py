@@ -44,8 +44,8 @@ def lag_table(result: FitResult, panel: Panel) -> pd.DataFrame:
         return lags.lag_frame(panel, omega, "structural", z=z.squeeze(1).cpu().numpy())
     out = result.output
     internal = None if out.internal is None else out.internal.mean(dim=1).cpu().numpy()
-    return lags.lag_frame(panel, profile_from_increase(occlusion_increase(model, batch)), "diagnostic: occlusion",
-                          internal=internal)
+    increase = occlusion_increase(model, batch, result.memory.block)
+    return lags.lag_frame(panel, profile_from_increase(increase), "diagnostic: occlusion", internal=internal)
 
 
 def omega_of_z(model: ACGate) -> Callable[[np.ndarray], np.ndarray]:
@@ -185,9 +185,11 @@ def _fit_neural(panel: Panel, params: Params, method: str, seed: int, out: Path,
     """A neural method trained (:func:`acgate.models.train.fit`); its weights go to ``model.pt``."""
     result = fit(panel, params, method, seed, log, bar)
     facts = {"best_epoch": result.best_epoch, "epochs_run": result.epochs_run,
-             "seconds_per_epoch": round(result.seconds / result.epochs_run, 5)}
+             "seconds_per_epoch": round(result.seconds / result.epochs_run, 5),
+             "block_entities": result.memory.block, "blocks": result.memory.blocks,
+             "memory_gb_planned": round(result.memory.needed() / 1e9, 3)}
     if method == "ganet":
-        facts["gate_density"] = float(result.output.gate_density)
+        facts["gate_density"] = float(result.output.gates.mean())  # the share of open gates at evaluation
     atomic_write(out / "model.pt", lambda f: torch.save(result.model.state_dict(), f), binary=True)
     return _Trained(predictions(result, panel), lag_table(result, panel), result.history, result.seconds,
                     result.device, facts, omega_of_z(result.model) if method in GATE_METHODS else None)

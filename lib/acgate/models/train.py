@@ -1,5 +1,10 @@
-"""Training one neural method on one panel: seeding, device choice, the full-batch inputs, the losses, and
-full-batch Adam with early stopping and best-validation checkpoint selection.
+"""Training one neural method on one panel: seeding, device choice, the panel's inputs, the losses, and Adam with
+one optimiser step over the whole panel an epoch, early stopping and best-validation checkpoint selection.
+
+An epoch's step is computed in blocks of entities (``train.block_entities``): each block's share of the loss is
+back-propagated in turn and the gradients add up to those of the whole panel, so peak memory follows the block
+while the step is the full-batch one (up to float rounding; dropout and GA-Net's gate noise are drawn block by
+block). Panels up to a block are one block, computed exactly as in one pass.
 
 Checkpoint selection uses the validation task loss only, for every method; ground truth never enters training or
 selection. ``acgate.models.runner`` turns a fit into a run folder (and fits Grouped ARDL in closed form).
@@ -9,13 +14,14 @@ selection. ``acgate.models.runner`` turns a fit into a run folder (and fits Grou
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import math
 import random
 import re
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -24,6 +30,7 @@ from tqdm import tqdm
 
 from acgate.config import Params
 from acgate.data.panel import Normalisers, Panel
+from acgate.models.memory import MemoryPlan
 from acgate.models.networks import Output, build, lag_windows
 
 
@@ -43,9 +50,9 @@ def seed_everything(seed: int, threads: int) -> None:
     torch.set_num_threads(threads)
 
 
-@dataclass
+@dataclasses.dataclass
 class Batch:
-    """The whole panel as normalised tensors (training is full batch)."""
+    """The whole panel, or a block of its entities, as normalised tensors."""
 
     lags: torch.Tensor  # (N, T-K, K, F) lag windows: the only view of X any model gets
     y: torch.Tensor  # (N, T-K) targets of steps K..T-1, 0 where unobserved
@@ -64,6 +71,20 @@ class Batch:
                    masks={s: torch.as_tensor(m, device=device) for s, m in panel.split_masks(max_lag).items()},
                    proxies=tensor(norm.P.transform(panel.P)), static=tensor(norm.S.transform(panel.S)),
                    entity_index=torch.arange(panel.n_entities, device=device))
+
+    @property
+    def n_entities(self) -> int:
+        return self.y.shape[0]
+
+    def blocks(self, size: int) -> list[Batch]:
+        """The batch cut into blocks of ``size`` consecutive entities (the last one may be smaller); the batch
+        itself when it holds no more than ``size``."""
+        if size >= self.n_entities:
+            return [self]
+        return [Batch(lags=self.lags[i:i + size], y=self.y[i:i + size],
+                      masks={s: m[i:i + size] for s, m in self.masks.items()}, proxies=self.proxies[i:i + size],
+                      static=self.static[i:i + size], entity_index=self.entity_index[i:i + size])
+                for i in range(0, self.n_entities, size)]
 
     def inputs(self, lags: torch.Tensor | None = None) -> tuple:
         return (self.lags if lags is None else lags, self.proxies, self.static, self.entity_index)
@@ -115,12 +136,13 @@ def memory_error(err: BaseException, params: Params, method: str, seed: int, pan
     return TrainingError(
         f"[{params.domain} seed {seed} {method}] out of memory: tried to allocate {amount} on the "
         f"{'GPU' if on_gpu else 'CPU'}, training on a panel of {n} entities × {t} times × {f} features "
-        f"(model.hidden = {params.model.hidden}, model.max_lag = {params.model.max_lag}). Train on fewer entities, "
-        "with a smaller model.hidden, or on a machine with more memory"
+        f"(model.hidden = {params.model.hidden}, model.max_lag = {params.model.max_lag}, train.block_entities = "
+        f"{params.train.block_entities}). Train in smaller blocks (a smaller train.block_entities), on fewer "
+        "entities, with a smaller model.hidden, or on a machine with more memory"
         + ("; or on the CPU (train.device = cpu), whose memory is usually larger" if on_gpu else ""))
 
 
-@dataclass
+@dataclasses.dataclass
 class FitResult:
     model: torch.nn.Module
     history: pd.DataFrame  # epoch, train_loss, recon_loss, val_loss
@@ -130,15 +152,26 @@ class FitResult:
     device: str
     batch: Batch
     norm: Normalisers
+    memory: MemoryPlan  # the block of entities computed at once, and the memory it was planned to need
 
     @functools.cached_property
     def output(self) -> Output:
-        """The trained model's output on the whole batch (evaluation, no gradient), made once: the predictions, a
-        baseline's internal lag weights and GA-Net's gate density all come from it. Made at the first use and kept:
-        it does not follow later changes to the model, and its tensors (whose numpy views callers get) are not to be
-        changed in place."""
-        with torch.no_grad():
-            return self.model(*self.batch.inputs())
+        """The trained model's output on the whole batch (evaluation, no gradient, block by block), made once: the
+        predictions, a baseline's internal lag weights and GA-Net's gates all come from it. Made at the first use and
+        kept: it does not follow later changes to the model, and its tensors (whose numpy views callers get) are not
+        to be changed in place."""
+        return evaluate(self.model, self.batch, self.memory.block)
+
+
+def evaluate(model: torch.nn.Module, batch: Batch, block: int) -> Output:
+    """The model's output on ``batch``, without gradients, computed ``block`` entities at a time and joined."""
+    with torch.no_grad():
+        outputs = [model(*part.inputs()) for part in batch.blocks(block)]
+    if len(outputs) == 1:
+        return outputs[0]
+    return Output(**{field.name: None if getattr(outputs[0], field.name) is None
+                     else torch.cat([getattr(out, field.name) for out in outputs])
+                     for field in dataclasses.fields(Output)})
 
 
 def fit(panel: Panel, params: Params, method: str, seed: int, log: Callable[[str], None] = print,
@@ -156,15 +189,21 @@ def fit(panel: Panel, params: Params, method: str, seed: int, log: Callable[[str
     model = build(cfg, method, panel.n_entities, panel.X.shape[2], panel.P.shape[1], panel.S.shape[1]).to(device)
     # fused: one kernel updates every parameter (the CPU's default updates them one at a time)
     optimiser = torch.optim.Adam(model.parameters(), lr=tcfg.lr, fused=True)
+    memory = MemoryPlan.measure(model, batch, tcfg.block_entities)
+    n, t, f = panel.X.shape
+    memory.check(params.domain, seed, method, panel=f"{n:,} entities × {t} times × {f} feature{'s' * (f != 1)}")
+    if memory.blocks > 1:
+        log(f"  [{method} seed {seed}] training in {memory.describe()}")
 
-    train_batch, val_batch = batch.through("train"), batch.through("val")
+    train_blocks = _weighted_blocks(batch.through("train"), "train", memory.block)
+    val_blocks = _weighted_blocks(batch.through("val"), "val", memory.block)
     rows, best_val, best_epoch, best_state, stale = [], float("inf"), 0, None, 0
     start = time.perf_counter()
     with tqdm(total=tcfg.max_epochs, desc=f"{method} seed {seed}", unit="epoch", file=sys.stdout, mininterval=1.0,
               disable=not bar) as progress:
         for epoch in range(1, tcfg.max_epochs + 1):
-            task, recon = _train_step(model, optimiser, train_batch, params)
-            val = _validation_loss(model, val_batch)
+            task, recon = _train_step(model, optimiser, train_blocks, params)
+            val = _validation_loss(model, val_blocks)
             if not (np.isfinite(val) and np.isfinite(task)):
                 raise TrainingError(f"[{method} seed {seed}] a loss is not finite at epoch {epoch} (training {task}, "
                                     f"validation {val}): training diverged or the panel holds values too large for "
@@ -190,28 +229,56 @@ def fit(panel: Panel, params: Params, method: str, seed: int, log: Callable[[str
     model.eval()
     history = pd.DataFrame(rows, columns=["epoch", "train_loss", "recon_loss", "val_loss"])
     return FitResult(model=model, history=history, best_epoch=best_epoch, epochs_run=len(rows),
-                     seconds=seconds, device=str(device), batch=batch, norm=norm)
+                     seconds=seconds, device=str(device), batch=batch, norm=norm, memory=memory)
 
 
-def _train_step(model: torch.nn.Module, optimiser: torch.optim.Optimizer, batch: Batch, params: Params
-                ) -> tuple[float, float]:
-    """One full-batch optimiser step on the training targets; returns the task and reconstruction losses."""
+@dataclasses.dataclass
+class WeightedBlock:
+    """A block of entities and its shares of the whole panel's losses: of the targets of the split (the task loss
+    is a mean over them) and of the entities (the reconstruction loss is a mean over them). A block's mean loss
+    times its share, summed over the blocks, is the whole panel's loss; with one block both shares are 1."""
+
+    batch: Batch
+    target_share: float
+    entity_share: float
+
+
+def _weighted_blocks(batch: Batch, split: str, block: int) -> list[WeightedBlock]:
+    targets = int(batch.masks[split].sum())  # none: the shares are NaN, and so the loss, as a mean over none
+    return [WeightedBlock(part, int(part.masks[split].sum()) / targets if targets else math.nan,
+                          part.n_entities / batch.n_entities)
+            for part in batch.blocks(block)]
+
+
+def _train_step(model: torch.nn.Module, optimiser: torch.optim.Optimizer, blocks: list[WeightedBlock],
+                params: Params) -> tuple[float, float]:
+    """One optimiser step on the whole panel's training targets, its gradients accumulated block by block; returns
+    the task and reconstruction losses."""
     model.train()
     optimiser.zero_grad()
-    out = model(*batch.inputs())
-    task = masked_mse(out.y_hat, batch.y, batch.masks["train"])
-    recon = (recon_loss(out.p_hat, batch.proxies, params.model.recon_anchor_weight) if out.p_hat is not None
-             else torch.zeros((), device=task.device))
-    (task + model.recon_weight * recon).backward()
+    task_total = recon_total = 0.0
+    for block in blocks:
+        out = model(*block.batch.inputs())
+        zero = torch.zeros((), device=out.y_hat.device)
+        task = (masked_mse(out.y_hat, block.batch.y, block.batch.masks["train"]) * block.target_share
+                if block.target_share else zero)  # a block without training targets adds no task loss
+        recon = (recon_loss(out.p_hat, block.batch.proxies, params.model.recon_anchor_weight) * block.entity_share
+                 if out.p_hat is not None else zero)
+        loss = task + model.recon_weight * recon
+        if loss.requires_grad:
+            loss.backward()
+        task_total += task.item()
+        recon_total += recon.item()
     torch.nn.utils.clip_grad_norm_(model.parameters(), params.train.grad_clip)
     optimiser.step()
-    return task.item(), recon.item()
+    return task_total, recon_total
 
 
-def _validation_loss(model: torch.nn.Module, val_batch: Batch) -> float:
+def _validation_loss(model: torch.nn.Module, blocks: list[WeightedBlock]) -> float:
     model.eval()
     with torch.no_grad():
-        return masked_mse(model(*val_batch.inputs()).y_hat, val_batch.y, val_batch.masks["val"]).item()
+        return sum((masked_mse(model(*block.batch.inputs()).y_hat, block.batch.y, block.batch.masks["val"])
+                    * block.target_share).item() for block in blocks if block.target_share)
 
 
 def predictions(result: FitResult, panel: Panel) -> pd.DataFrame:

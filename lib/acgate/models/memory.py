@@ -1,0 +1,173 @@
+"""How much memory a training run needs, how much the machine has, and so the block of entities a training step
+computes at once (``train.block_entities``).
+
+A run needs a fixed part (the panel's tensors; the weights, their gradients, Adam's two moments and the best epoch's
+copy), the activations autograd keeps for the backward pass of the block being computed, which grow with the
+entities in the block, and ``SLACK`` for the passes' temporaries and what the allocator holds beyond the live
+tensors. The activations are measured, not modelled: one training-mode forward pass over a few entities adds up the
+tensors autograd saves (:func:`activation_bytes`). ``make bench BENCH=--scale`` prints this estimate next to the
+peak memory of every run it times: on the CPU the peaks were 45-95 % of it (N 1,000-16,000, AC-GATE and TFT).
+
+    plan = MemoryPlan.measure(model, batch, setting="auto")   # the block, and what it needs
+    plan.check("economics", 0, "tft", panel="88 entities × 40 times × 3 features")   # stops a run that cannot fit
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import torch
+
+if TYPE_CHECKING:
+    from acgate.models.train import Batch
+
+GB = 1e9
+# auto never computes more entities at once on the CPU: on one thread the LSTM kernel is fastest at up to 256 rows,
+# and an epoch at N 4,000 took 0.83 s in blocks of 256 against 1.34 s in one (make bench BENCH=--scale)
+BLOCK_CAP = 256
+PROBE_ENTITIES = 16  # entities of the forward pass that measures the activations
+SLACK = 0.25 * GB  # the passes' temporaries and the allocator's reserve, above the saved activations
+HEADROOM = 0.8  # a run plans to use at most this share of the memory available when it starts
+
+
+class MemoryShortage(RuntimeError):
+    """A run cannot fit in the memory available; the message names what it needs, what there is and the fix."""
+
+
+def activation_bytes(model: torch.nn.Module, batch: Batch) -> float:
+    """Bytes per entity that autograd keeps for the backward pass of one training-mode forward pass: measured on the
+    first ``PROBE_ENTITIES`` entities of ``batch``. The weights and the batch's own tensors are left out (the fixed
+    part counts them); the random generators are restored afterwards, so the measurement changes no run."""
+    part = batch.blocks(PROBE_ENTITIES)[0]
+    shared = {t.untyped_storage().data_ptr() for t in [*model.parameters(), *model.buffers(), *_tensors(batch)]}
+    kept: dict[int, int] = {}
+
+    def pack(tensor: torch.Tensor) -> torch.Tensor:
+        storage = tensor.untyped_storage()
+        if storage.data_ptr() not in shared:
+            kept[storage.data_ptr()] = storage.nbytes()
+        return tensor
+
+    device = part.y.device
+    cuda = [device.index or 0] if device.type == "cuda" else []
+    was_training = model.training
+    with torch.random.fork_rng(devices=cuda), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        model.train()
+        model(*part.inputs())
+    model.train(was_training)
+    return sum(kept.values()) / part.n_entities
+
+
+def _tensors(batch: Batch) -> list[torch.Tensor]:
+    return [batch.lags, batch.y, batch.proxies, batch.static, batch.entity_index, *batch.masks.values()]
+
+
+def fixed_bytes(model: torch.nn.Module, batch: Batch) -> float:
+    """The panel's tensors, five copies of the weights (themselves, their gradients, Adam's two moments and the best
+    epoch's copy) and ``SLACK``."""
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    return sum(t.numel() * t.element_size() for t in _tensors(batch)) + 5 * weights + SLACK
+
+
+def available_bytes(device: torch.device, proc: Path = Path("/proc"), cgroup: Path = Path("/sys/fs/cgroup")
+                    ) -> float | None:
+    """Memory a new allocation can take now: the GPU's free memory; on the CPU, the system's available memory and
+    what the control group (a container's or a SLURM job's limit) leaves, whichever is less (its page cache counts
+    as free: the kernel gives it back on demand). None when unknown."""
+    if device.type == "cuda":  # free, and what PyTorch holds cached but unused
+        return float(torch.cuda.mem_get_info(device)[0] + torch.cuda.memory_reserved(device)
+                     - torch.cuda.memory_allocated(device))
+    found = []
+    meminfo = _read(proc / "meminfo")
+    if meminfo and (match := re.search(r"^MemAvailable:\s+(\d+) kB", meminfo, re.MULTILINE)):
+        found.append(int(match.group(1)) * 1024)
+    for limit, usage, stat in (("memory.max", "memory.current", "memory.stat"),  # cgroup v2, then v1
+                               ("memory/memory.limit_in_bytes", "memory/memory.usage_in_bytes", "memory/memory.stat")):
+        cap, used = _read(cgroup / limit), _read(cgroup / usage)
+        if cap and used and cap.strip().isdigit() and int(cap) < 2**60:  # v2 says "max", v1 a huge number: no limit
+            cache = re.search(r"^(?:total_)?inactive_file (\d+)", _read(cgroup / stat) or "", re.MULTILINE)
+            found.append(int(cap) - int(used) + (int(cache.group(1)) if cache else 0))
+            break
+    return float(min(found)) if found else None
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text()
+    except OSError:
+        return None
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    """The block a run computes at once, and the memory it needs for it (bytes)."""
+
+    entities: int
+    block: int
+    fixed: float
+    per_entity: float  # the activations a block keeps for its backward pass, per entity
+    available: float | None
+    setting: int | str  # train.block_entities
+
+    @classmethod
+    def measure(cls, model: torch.nn.Module, batch: Batch, setting: int | str) -> MemoryPlan:
+        """The plan of training ``model`` on ``batch`` under ``train.block_entities = setting``: a number is taken as
+        it is; auto takes the whole panel (on the CPU up to ``BLOCK_CAP`` entities), and less where memory asks for
+        it."""
+        device = batch.y.device
+        plan = cls(entities=batch.n_entities, block=batch.n_entities, fixed=fixed_bytes(model, batch),
+                   per_entity=activation_bytes(model, batch), available=available_bytes(device),
+                   setting=setting)
+        if setting != "auto":
+            return plan._with_block(int(setting))
+        fits = plan.largest_block()
+        cap = BLOCK_CAP if device.type == "cpu" else batch.n_entities
+        return plan._with_block(min(cap, fits if fits is not None else cap))
+
+    def _with_block(self, block: int) -> MemoryPlan:
+        return MemoryPlan(self.entities, max(1, min(block, self.entities)), self.fixed, self.per_entity,
+                          self.available, self.setting)
+
+    @property
+    def blocks(self) -> int:
+        return math.ceil(self.entities / self.block)
+
+    def needed(self, block: int | None = None) -> float:
+        """Bytes a training step needs with ``block`` entities at once (default: the plan's block)."""
+        return self.fixed + self.per_entity * (self.block if block is None else block)
+
+    def largest_block(self) -> int | None:
+        """The most entities a block can hold within ``HEADROOM`` of the available memory (0: not even one); None
+        when the available memory is unknown."""
+        if self.available is None:
+            return None
+        return max(0, int((HEADROOM * self.available - self.fixed) // self.per_entity))
+
+    def check(self, domain: str, seed: int, method: str, panel: str) -> None:
+        """Raise :class:`MemoryShortage` when the block does not fit, naming the run, the panel (``panel``: its size
+        in words), the gigabytes needed and available, and the setting to change."""
+        run = f"[{domain} seed {seed} {method}]"
+        largest = self.largest_block()
+        if largest is None or largest >= self.block:
+            return
+        have = f"{self.available / GB:.2f} GB is available ({HEADROOM:.0%} of it is planned for)"
+        if largest == 0:
+            raise MemoryShortage(
+                f"{run} cannot train on a panel of {panel}: even one entity a block needs {self.needed(1) / GB:.2f} GB "
+                f"(the panel's tensors, the model's weights, gradients and optimiser state, and a working reserve "
+                f"take {self.fixed / GB:.2f} GB) and {have}. Train on fewer entities or times, with a smaller "
+                "model.hidden, on a machine with more memory, or leave the method out of this domain (make paper "
+                f"CONFIG=\"'leave_out={{{domain}: [{method}]}}'\")")
+        raise MemoryShortage(
+            f"{run} needs {self.needed() / GB:.2f} GB to train on a panel of {panel} in blocks of {self.block:,} "
+            f"entities ({self.fixed / GB:.2f} GB fixed, {self.per_entity * 1000 / GB:.2f} GB per 1,000 entities of a "
+            f"block) and {have}: set train.block_entities to {largest:,} or less, or to auto (the largest block "
+            "that fits)")
+
+    def describe(self) -> str:
+        return (f"{self.blocks} block(s) of up to {self.block:,} entities, about {self.needed() / GB:.2f} GB"
+                + (f" of {self.available / GB:.1f} GB available" if self.available is not None else ""))

@@ -1,0 +1,114 @@
+"""Tests of acgate.models.memory: the memory a run plans for, the block it takes, and the stop before a run that
+cannot fit."""
+
+import dataclasses
+import re
+
+import pytest
+import torch
+
+from acgate.data.panel import Normalisers
+from acgate.models import memory, train
+from acgate.models.networks import build
+from tests.models.conftest import quiet
+
+GB = 1e9
+
+
+def _with_block(params, block):
+    return dataclasses.replace(params, train=dataclasses.replace(params.train, block_entities=block))
+
+
+def _model_and_batch(params, panel, method="acgate"):
+    batch = train.Batch.build(panel, Normalisers.fit(panel), params.model.max_lag, torch.device("cpu"))
+    return build(params.model, method, panel.n_entities, panel.X.shape[2], panel.P.shape[1], panel.S.shape[1]), batch
+
+
+def _plan(params, panel, method="acgate"):
+    return memory.MemoryPlan.measure(*_model_and_batch(params, panel, method), params.train.block_entities)
+
+
+def test_the_activations_are_those_autograd_keeps_per_entity(smoke_params, panel):
+    """The probe's count per entity, times 40 entities, is what one pass over the 40 keeps (within the rounding of
+    a few per-block tensors), and TFT (attention over the steps) keeps more than AC-GATE."""
+    for method in ("acgate", "tft"):
+        model, batch = _model_and_batch(smoke_params, panel, method)
+        shared = {t.untyped_storage().data_ptr() for t in [*model.parameters(), *model.buffers(),
+                                                           *memory._tensors(batch)]}
+        kept: dict[int, int] = {}
+
+        def pack(t, kept=kept):
+            kept[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+            return t
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            model.train()(*batch.inputs())
+        whole = sum(size for pointer, size in kept.items() if pointer not in shared)
+        assert memory.activation_bytes(model, batch) * panel.n_entities == pytest.approx(whole, rel=0.1)
+    assert _plan(smoke_params, panel, "tft").per_entity > _plan(smoke_params, panel, "acgate").per_entity
+
+
+def test_measuring_changes_no_random_draw(smoke_params, panel):
+    model, batch = _model_and_batch(smoke_params, panel)
+    torch.manual_seed(0)
+    memory.activation_bytes(model, batch)  # a training-mode pass, whose dropout draws come from a forked generator
+    after = torch.rand(3)
+    torch.manual_seed(0)
+    torch.testing.assert_close(after, torch.rand(3))
+
+
+def test_auto_takes_the_whole_panel_up_to_the_cap_and_less_when_memory_is_short(smoke_params, panel, monkeypatch):
+    monkeypatch.setattr(memory, "available_bytes", lambda device: 1e12)
+    plan = _plan(smoke_params, panel)
+    assert (plan.block, plan.blocks) == (panel.n_entities, 1)
+    monkeypatch.setattr(memory, "BLOCK_CAP", 16)
+    assert _plan(smoke_params, panel).block == 16
+    # room for 10 entities' activations beside the fixed part, within the headroom
+    monkeypatch.setattr(memory, "available_bytes",
+                        lambda device: (plan.fixed + 10.5 * plan.per_entity) / memory.HEADROOM)
+    short = _plan(smoke_params, panel)
+    assert (short.block, short.blocks) == (10, 4)
+    result = train.fit(panel, smoke_params, "acgate", 0, quiet)
+    assert (result.memory.block, result.memory.blocks) == (10, 4)
+
+
+def test_a_block_too_big_stops_before_training_naming_the_need_and_the_setting(smoke_params, panel, monkeypatch):
+    monkeypatch.setattr(memory, "available_bytes", lambda device: 1e12)
+    plan = _plan(smoke_params, panel, "tft")
+    monkeypatch.setattr(memory, "available_bytes",
+                        lambda device: (plan.fixed + 12.5 * plan.per_entity) / memory.HEADROOM)
+    monkeypatch.setattr(train, "_train_step", lambda *a: pytest.fail("training started"))
+    need = plan.needed(panel.n_entities) / GB
+    with pytest.raises(memory.MemoryShortage, match=re.escape(
+            f"[synthetic_linear seed 2 tft] needs {need:.2f} GB to train on a panel of 40 entities × 20 times × 1 "
+            "feature in blocks of 40 entities (") + r".*" + re.escape(
+            "is available (80% of it is planned for): set train.block_entities to 12 or less, or to auto (the "
+            "largest block that fits)")):
+        train.fit(panel, _with_block(smoke_params, 40), "tft", 2, quiet)
+
+
+def test_a_panel_too_big_for_even_one_entity_a_block_names_the_leave_out_setting(smoke_params, panel, monkeypatch):
+    monkeypatch.setattr(memory, "available_bytes", lambda device: 1e8)  # under the fixed part's working reserve
+    monkeypatch.setattr(train, "_train_step", lambda *a: pytest.fail("training started"))
+    with pytest.raises(memory.MemoryShortage, match=r"^\[synthetic_linear seed 0 acgate\] cannot train on a panel of "
+                                                    r"40 entities × 20 times × 1 feature: even one entity a block "
+                                                    r"needs 0\.2\d GB .* and 0\.10 GB is available .*leave the method "
+                                                    r"out of this domain \(make paper CONFIG=\"'leave_out="
+                                                    r"\{synthetic_linear: \[acgate\]\}'\"\)$"):
+        train.fit(panel, smoke_params, "acgate", 0, quiet)
+
+
+def test_available_memory_is_the_least_of_the_system_and_the_control_group(tmp_path):
+    proc, cgroup = tmp_path / "proc", tmp_path / "cgroup"
+    proc.mkdir()
+    cgroup.mkdir()
+    (proc / "meminfo").write_text("MemTotal:       24000000 kB\nMemAvailable:    2000000 kB\n")
+    cpu = torch.device("cpu")
+    assert memory.available_bytes(cpu, proc, cgroup) == 2_048_000_000  # no control group files: the system's
+    (cgroup / "memory.max").write_text("max\n")
+    (cgroup / "memory.current").write_text("500000000\n")
+    assert memory.available_bytes(cpu, proc, cgroup) == 2_048_000_000  # a group without a limit
+    (cgroup / "memory.max").write_text("1000000000\n")
+    (cgroup / "memory.stat").write_text("anon 300000000\ninactive_file 100000000\n")
+    assert memory.available_bytes(cpu, proc, cgroup) == 600_000_000  # limit - usage + reclaimable page cache
+    assert memory.available_bytes(cpu, tmp_path / "none", tmp_path / "none") is None
