@@ -20,9 +20,12 @@
 #   make unlock           release the workflow's lock after a hard kill or power loss, then rerun `make paper`
 #   make bench            speed and memory benchmark (one thread per run; CUDA too when present): prints its figures
 #                         and writes runs/bench/latest.json (the synthetic panels it trains on: runs/bench/data, not
-#                         data/processed); BENCH="--repeats 5 --domains synthetic_linear" to narrow
+#                         data/processed); BENCH="--repeats 5 --domains synthetic_linear" to narrow; BENCH=--scale
+#                         times one epoch and the peak memory at N 1,000 / 4,000 / 16,000 (T 40) instead
 #   make data             download the official input files into data/raw (or $ACGATE_RAW_DIR)
-#   make example          generate the example panel data/raw/example_panel.csv (params/example_panel.yaml)
+#   make example          generate the example panel data/raw/example_panel.csv (params/example_panel.yaml);
+#                         EXAMPLE=--large: the 20,000 × 60 panel data/raw/example_panel_large.csv
+#                         (params/example_panel_large.yaml; about 10 s, 150 MB)
 #   make test             ruff, mypy and pytest (unit, notebook, nbval and workflow tests; about 11 minutes on 2 cores)
 #   make test-fast        ruff, mypy and the tests not marked slow: no notebook execution, no workflow, no training beyond
 #                         smoke runs (about a minute on 2 cores); run make test before handing a change in
@@ -50,6 +53,7 @@ CONFIG ?=
 SNAKEMAKE_PROFILE ?=
 TORCH_INDEX ?=
 LAB ?=
+EXAMPLE ?=
 # JupyterLab settings of this environment only: a double click opens a .py notebook as a notebook
 LAB_OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.d/acgate.json
 # Snakemake's options for this workflow (--rerun-incomplete, --keep-going, --max-jobs-per-timespan, --quiet reason)
@@ -109,7 +113,7 @@ data: setup
 	$(PY) -m acgate.data.sources download
 
 example: setup
-	$(PY) -m acgate.data.example
+	$(PY) -m acgate.data.example $(EXAMPLE)
 
 lint: setup
 	$(VENV)/bin/ruff check lib tests notebooks

@@ -11,9 +11,9 @@
 # %% [markdown]
 # # 03 Train: AC-GATE and its ablations on one domain and seed
 #
-# Trains each method (full batch, Adam, early stopping and checkpoint selection on the validation task
-# loss only; ground truth is never used), writes its run artifacts, and shows the learning curves and
-# the learned lag weights next to the truth where the panel has one.
+# Trains each method (one Adam step over the whole panel an epoch, computed in blocks of entities; early stopping
+# and checkpoint selection on the validation task loss only; ground truth is never used), writes its run artifacts,
+# and shows the learning curves and the learned lag weights next to the truth where the panel has one.
 #
 # - **Inputs**: `params/<domain>.yaml` (+ optional profile); the panel in `data/processed/<domain>/` (real
 #   domains, from `01_data_prep`) or `data/processed/<domain>/seed<NN>/` (synthetic: drawn and saved here if

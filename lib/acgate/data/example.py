@@ -1,7 +1,9 @@
-"""A small example panel in the long CSV format a user would bring, generated from the synthetic DGP (not real
-data), for ``params/example_panel.yaml``:
+"""An example panel in the long CSV format a user would bring, generated from the synthetic DGP (not real data):
+a small one for ``params/example_panel.yaml`` and a large one for ``params/example_panel_large.yaml``.
 
-    python -m acgate.data.example            # writes data/raw/example_panel.csv
+    python -m acgate.data.example                 # data/raw/example_panel.csv: 40 regions × 25 years
+    python -m acgate.data.example --large         # data/raw/example_panel_large.csv: 20,000 regions × 60 years
+    python -m acgate.data.example --regions 3000 --years 40 my_panel.csv
 
 Columns: region, year, outcome (target), driver (sequential input), capacity and openness (time-varying, noisy
 readings of the regions' latent moderator: proxies as training-window means), size (constant per region: a
@@ -12,8 +14,9 @@ L3 is audited as for the synthetic panels).
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
-import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -26,14 +29,25 @@ from acgate.runs import atomic_write
 FIRST_YEAR = 2000
 
 
-def example_frame(seed: int = 0, n_regions: int = 40, n_years: int = 25) -> pd.DataFrame:
+SMALL, LARGE = (40, 25), (20_000, 60)  # regions × years of params/example_panel.yaml and example_panel_large.yaml
+
+
+def split_years(n_years: int) -> tuple[int, int]:
+    """The first validation and test year: the last 32 % of the years held out, half of them for the test (2017
+    and 2021 for 25 years, 2041 and 2050 for 60)."""
+    return FIRST_YEAR + round(0.68 * n_years), FIRST_YEAR + round(0.84 * n_years)
+
+
+def example_frame(seed: int = 0, n_regions: int = SMALL[0], n_years: int = SMALL[1]) -> pd.DataFrame:
     cfg = dataclasses.replace(SyntheticConfig(), n_entities=n_regions, n_steps=n_years, lag_horizon=6)
-    panel = simulate(cfg, seed, val_start=17, test_start=21)
+    val_start, test_start = (year - FIRST_YEAR for year in split_years(n_years))
+    panel = simulate(cfg, seed, val_start=val_start, test_start=test_start)
     rng = np.random.default_rng([seed, 1])
     z = panel.truth["z"][:, None]
     shape = (n_regions, n_years)
+    width = max(2, len(str(n_regions - 1)))
     frame = pd.DataFrame({
-        "region": np.repeat([f"region_{i:02d}" for i in range(n_regions)], n_years),
+        "region": np.repeat([f"region_{i:0{width}d}" for i in range(n_regions)], n_years),
         "year": np.tile(np.arange(FIRST_YEAR, FIRST_YEAR + n_years), n_regions),
         "outcome": panel.Y.ravel(),
         "driver": panel.X[:, :, 0].ravel(),
@@ -50,14 +64,36 @@ def example_frame(seed: int = 0, n_regions: int = 40, n_years: int = 25) -> pd.D
     return frame
 
 
-def write_example(path: Path, seed: int = 0) -> Path:
-    frame = example_frame(seed)
+def write_example(path: Path, seed: int = 0, n_regions: int = SMALL[0], n_years: int = SMALL[1]) -> Path:
+    frame = example_frame(seed, n_regions, n_years)
     atomic_write(Path(path), lambda f: frame.to_csv(f, index=False))
     return Path(path)
 
 
-if __name__ == "__main__":
+def main(argv: list[str] | None = None) -> None:
     from acgate.layout import project_root
 
-    target = Path(sys.argv[1]) if len(sys.argv) > 1 else project_root() / "data" / "raw" / "example_panel.csv"
-    print(f"wrote {write_example(target)}")
+    parser = argparse.ArgumentParser(prog="python -m acgate.data.example", description=__doc__.split("\n\n")[0])
+    parser.add_argument("path", nargs="?", help="the CSV to write (default: data/raw/example_panel.csv, or "
+                                                "example_panel_large.csv with --large)")
+    parser.add_argument("--large", action="store_true",
+                        help=f"{LARGE[0]:,} regions × {LARGE[1]} years, for params/example_panel_large.yaml")
+    parser.add_argument("--regions", type=int, help=f"number of regions (default {SMALL[0]})")
+    parser.add_argument("--years", type=int, help=f"number of years from {FIRST_YEAR} (default {SMALL[1]})")
+    parser.add_argument("--seed", type=int, default=0, help="the DGP's seed")
+    args = parser.parse_args(argv)
+    regions, years = LARGE if args.large else SMALL
+    regions, years = args.regions or regions, args.years or years
+    if regions < 2 or years < 10:
+        parser.error(f"--regions {regions} --years {years}: at least 2 regions and 10 years")
+    name = "example_panel_large.csv" if args.large else "example_panel.csv"
+    target = Path(args.path) if args.path else project_root() / "data" / "raw" / name
+    start = time.perf_counter()
+    write_example(target, args.seed, regions, years)
+    val_start, test_start = split_years(years)
+    print(f"wrote {target}: {regions:,} regions × {years} years ({FIRST_YEAR}-{FIRST_YEAR + years - 1}; validation "
+          f"from {val_start}, test from {test_start}) in {time.perf_counter() - start:.1f} s")
+
+
+if __name__ == "__main__":
+    main()
