@@ -289,7 +289,8 @@ TABLES = {  # name: (caption, the paper table it regenerates)
     "proxy_shuffle_by_stratifier": ("Proxy-shuffle negative control per stratifier.", "proxy_shuffle_compact"),
     "verdict_matrix": ("Verdict matrix: AC-GATE and the moderated distributed lag (the classical yardstick), the "
                        "paper's rules beside the calibrated rules; vs moderated_dl, vs two_stage_dl: AC-GATE's "
-                       "held-out forecast against each classical model's.", "verdict_matrix"),
+                       "held-out forecast against each classical model's (empty where the domain did not run it).",
+                       "verdict_matrix"),
     "neural_vs_classical": ("AC-GATE against the moderated distributed lag and the two-stage model: held-out test MSE "
                             "on the same rows "
                             "(one-sided p over seeds and over entities, the larger) and, on synthetic panels, lag "
@@ -301,7 +302,8 @@ TABLES = {  # name: (caption, the paper table it regenerates)
                 ""),
     "excluded_runs": ("Run folders the audits left out (not trained, stale, incomplete, or not asked for), with "
                       "the reason.", ""),
-    "controlled_comparison": ("Controlled comparison design: what each method changes, with parameter counts.",
+    "controlled_comparison": ("Controlled comparison design: what each method changes, with parameter counts (empty: "
+                              "a closed-form fit, or a method the domain did not run).",
                               "fair_baselines"),
     "reproduction": ("Every number the paper reports next to ours (difference = ours - paper).", "all"),
 }
