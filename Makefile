@@ -38,8 +38,9 @@
 # From a subfolder: make -C <project root> paper (make reads the Makefile of the folder it starts in).
 # Variables: JOBS (parallel jobs, 1 or more, default: number of cores; each job uses one thread), CONFIG (overrides
 # of the grid's config/config.yaml, whose keys config/README.md describes, e.g. CONFIG="seeds=5
-# 'domains=[synthetic_linear]'"), SNAKEMAKE_PROFILE (e.g. workflow/profiles/slurm), TORCH_INDEX (where setup takes
-# PyTorch 2.13.0 from; default: pip's index, which on Linux gives the CUDA build of several GB;
+# 'domains=[synthetic_linear]'", or CONFIG="'leave_out={economics: [tft, ganet]}'" to leave methods out of one
+# domain), SNAKEMAKE_PROFILE (e.g. workflow/profiles/slurm), TORCH_INDEX (where setup takes PyTorch 2.13.0 from;
+# default: pip's index, which on Linux gives the CUDA build of several GB;
 # TORCH_INDEX=https://download.pytorch.org/whl/cpu gives the CPU build of about 200 MB).
 
 PYTHON ?= python3

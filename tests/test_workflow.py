@@ -371,6 +371,42 @@ def test_bad_seeds_domains_and_methods_stop_with_the_value_named(tmp_path):
         assert done.returncode != 0 and message in done.stdout + done.stderr, (value, done.stdout[-2000:])
 
 
+def test_leave_out_drops_a_method_from_one_domain_only_and_says_so(tmp_path):
+    """A method left out of one domain is neither trained nor audited there (no finished marker asked for, not in
+    its jobs' methods), the other domain still runs it, and the workflow names it at its start; a method that
+    `methods` asks for but a domain's params file lacks (tft in synthetic_null) may be left out of that domain."""
+    methods = "methods=[acgate, no_ac_encoder, tft, moderated_dl, shared_dl]"
+    config = [*SMOKE, "domains=[synthetic_linear, synthetic_null]", methods, "leave_out={synthetic_null: [tft]}"]
+    done = snakemake(tmp_path, "--summary", config=config)
+    assert done.returncode == 0, done.stderr[-3000:]
+    asked = set(re.findall(r"^(\S+/metrics\.json)\t", done.stdout, re.MULTILINE))
+    for domain, trained in (("synthetic_linear", {"acgate", "no_ac_encoder", "tft", "moderated_dl", "shared_dl"}),
+                            ("synthetic_null", {"acgate", "no_ac_encoder", "moderated_dl", "shared_dl"})):
+        for seed in ("00", "01"):
+            found = {Path(p).parent.name for p in asked if f"/{domain}/seed{seed}/" in p}
+            assert found == trained, (domain, seed, found)
+    assert "synthetic_null: leaving out tft (leave_out in the config; the tables and figures show it for the other " \
+        "domains only)" in done.stderr, done.stderr[-2000:]
+    planned = snakemake(tmp_path, "-n", "-p", config=config)
+    assert planned.returncode == 0, planned.stderr[-3000:]
+    jobs = [line for line in planned.stdout.splitlines() if "03_train.py" in line or "04_audit.py" in line]
+    assert len(jobs) == 4 and all(("tft" in line) == ("domain=synthetic_linear" in line) for line in jobs), jobs
+
+
+def test_a_bad_leave_out_stops_with_the_value_named(tmp_path):
+    for value, message in (("leave_out=tft", "leave_out = 'tft': must be a mapping of domains to lists of methods"),
+                           ("leave_out={synthetic_linear: tft}", "leave_out = {'synthetic_linear': 'tft'}: must be a "
+                                                                 "mapping of domains to lists of methods"),
+                           ("leave_out={economics: [tft]}", "leave_out = {'economics': ['tft']}: economics not among "
+                                                            "this grid's domains (synthetic_linear)"),
+                           ("leave_out={synthetic_linear: [tfx]}", "tfx not among the methods of 'synthetic_linear'"),
+                           ("leave_out={synthetic_linear: [acgate, moderated_dl]}",
+                            "leaves no method of 'synthetic_linear'")):
+        done = snakemake(tmp_path, "-n", config=[*SMOKE, "domains=[synthetic_linear]",
+                                                 "methods=[acgate, moderated_dl]", value])
+        assert done.returncode != 0 and message in done.stdout + done.stderr, (value, done.stderr[-2000:])
+
+
 def test_a_hyphenated_domain_name_is_refused_before_any_job(tmp_path):
     """'-' once passed the params check and failed the {domain} wildcard (MissingInputException in rule report):
     both now use config.NAME_PATTERN, and the config's list and a params file's domain key are refused alike."""

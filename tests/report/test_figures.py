@@ -109,6 +109,31 @@ def test_forecast_r2_figure_shares_one_r2_axis_and_says_what_the_black_bar_is(mo
     assert fig.get_suptitle() == "3 seeds"
 
 
+def test_a_method_a_domain_did_not_run_says_not_run_in_both_figures(own_report, monkeypatch):
+    """tft left out of one domain (leave_out): the recovery panel drew a zero-length bar for its scenario, as if its
+    Spearman were 0; the forecast figure put tft's row where that panel's next method was (or last)."""
+    tables, results = own_report
+    synth = pd.DataFrame([{"domain": d, "method": m, "spearman_lag_centre_mean": 0.9, "spearman_lag_centre_sd": 0.05}
+                          for d in ("synthetic_linear", "synthetic_nonlinear")
+                          for m in ("acgate", "tft", "moderated_dl") if (d, m) != ("synthetic_nonlinear", "tft")])
+    fig = figures.evidence_figure({**tables, "synthetic_summary": synth}, results)
+    recovery = fig.axes[0]
+    assert [t.get_text() for t in recovery.texts] == ["not run (nonlinear)"]
+    assert texts_outside_their_panel(fig) == []
+    ran = {"economics": ["acgate", "moderated_dl"], "energy": ["acgate", "tft", "moderated_dl"]}
+    results = {d: SimpleNamespace(domain=d, kind="data", l1=pd.DataFrame({"seed": 0, "method": m}),
+                                  l0=pd.DataFrame({"method": ["persistence"], "r2_by_time": [0.0]}))
+               for d, m in ran.items()}
+    monkeypatch.setattr(figures, "collect", lambda runs_root, result: pd.DataFrame(
+        {"seed": 0, "method": ran[result.domain], "test_r2_by_time": np.arange(len(ran[result.domain])) / 10}))
+    fig = figures.forecast_r2_figure(Path("runs"), results)
+    fig.canvas.draw()
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["AC-GATE", "TFT", "Moderated DL"]
+    assert [(t.get_text(), t.get_position()[1]) for t in fig.axes[0].texts] == [("not run", 1)]
+    assert [c.get_offsets()[0, 1] for c in fig.axes[0].collections if len(c.get_offsets())] == [0, 2]  # own rows
+    assert len(fig.axes[1].texts) == 0
+
+
 def test_the_calibration_figure_has_no_caption_one_font_size_and_its_replicate_counts():
     """It had its caption as a title, texts of 8, 10 and 12 pt, and no replicate counts (50 for a negative control,
     30 for a positive one; a panel-matched study trains 5 AC-GATE replicates and 20 of the moderated DL)."""

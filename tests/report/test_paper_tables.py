@@ -74,3 +74,8 @@ def test_suite_times_keep_the_last_whole_suite_per_device():
     both = paper_tables.suite_times(partial, cpu)
     assert both["cpu on 2 cores (Some CPU), without economics, energy"]["wall_minutes"] == 12
     assert both["cpu on 2 cores (Some CPU)"]["wall_minutes"] == 31.5
+    lighter = record(["cpu"], 40, 20.0)
+    lighter["workflow"]["left_out_methods"] = {"economics": ["tft", "ganet"]}  # leave_out
+    both = paper_tables.suite_times(lighter, cpu)
+    assert both["cpu on 2 cores (Some CPU), without tft, ganet in economics"]["wall_minutes"] == 20
+    assert both["cpu on 2 cores (Some CPU)"]["wall_minutes"] == 31.5

@@ -137,14 +137,18 @@ def case_study_figure(results: dict[str, audit_lib.AuditResult], data_root: Path
 
 def _recovery_panel(ax: plt.Axes, synth: pd.DataFrame, scenarios: list[str]) -> None:
     """Synthetic recovery: Spearman of k* with the true lag centre per method and scenario (bar: mean over seeds;
-    error bar: sd over seeds; greys, one per scenario). A method whose k* is constant has no Spearman: "n/a"."""
+    error bar: sd over seeds; greys, one per scenario). A method whose k* is constant has no Spearman: "n/a"; one
+    that a scenario did not run (leave_out) has no bar there: "not run (<scenario>)"."""
     methods = list(dict.fromkeys(synth.method))
     for j, domain in enumerate(scenarios):
-        rows = synth[synth.domain == domain].set_index("method").reindex(methods)
+        ran = synth[synth.domain == domain].set_index("method")
+        rows = ran.reindex(methods)
         y = np.arange(len(methods)) + (j - (len(scenarios) - 1) / 2) * 0.38
+        scenario = readable(domain).removeprefix("synthetic ")
         ax.barh(y, rows.spearman_lag_centre_mean.fillna(0), height=0.38, xerr=rows.spearman_lag_centre_sd.fillna(0),
-                color=("0.3", "0.65")[j % 2], label=readable(domain).removeprefix("synthetic "),
-                error_kw={"lw": 0.8, "capsize": 2, "ecolor": "black"})
+                color=("0.3", "0.65")[j % 2], label=scenario, error_kw={"lw": 0.8, "capsize": 2, "ecolor": "black"})
+        for i in np.flatnonzero(~rows.index.isin(ran.index)):
+            ax.text(0.02, y[i], f"not run ({scenario})", va="center", fontsize=7, color="0.35")
     undefined = synth.groupby("method").spearman_lag_centre_mean.apply(lambda v: v.isna().all())
     for i, method in enumerate(methods):
         if undefined[method]:
@@ -268,23 +272,27 @@ def evidence_figure(tables: dict[str, pd.DataFrame], results: dict[str, audit_li
 
 def forecast_r2_figure(runs_root: Path, results: dict[str, audit_lib.AuditResult]) -> plt.Figure | None:
     """Test R2 (by time, the paper's) per method and seed on the real panels (dots), its mean over seeds (black
-    bar) and the persistence forecast (dashed line), the panels on one R2 axis (paper figure r2_floor)."""
+    bar) and the persistence forecast (dashed line), the panels on one R2 axis (paper figure r2_floor); a method that
+    a panel did not run (leave_out) keeps its row there, with "not run"."""
     domains = of_kind(results, "data")
     if not domains:
         return None
+    runs_of = {d: collect(runs_root, results[d]).assign(label=lambda r: r.method.map(readable)) for d in domains}
+    order = list(dict.fromkeys(in_paper_order(pd.concat(runs_of.values(), ignore_index=True)).label))
     with plt.rc_context(STYLE):
         fig, axes = plt.subplots(1, len(domains), figsize=(min(PAGE_WIDTH, 3.5 * len(domains)), 3.4), squeeze=False,
                                  sharex=True, sharey=True, layout="constrained")
         for ax, domain in zip(axes[0], domains, strict=True):
-            runs = in_paper_order(collect(runs_root, results[domain]))
-            runs["label"] = runs.method.map(readable)
+            runs = runs_of[domain]
             state = np.random.get_state()  # seaborn jitters with numpy's global generator: fix it, then restore it
             np.random.seed(0)
-            sns.stripplot(data=runs, x="test_r2_by_time", y="label", ax=ax, size=2.5, alpha=0.6, jitter=0.2,
-                          color=COLOURS[0])
+            sns.stripplot(data=runs, x="test_r2_by_time", y="label", order=order, ax=ax, size=2.5, alpha=0.6,
+                          jitter=0.2, color=COLOURS[0])
             np.random.set_state(state)
-            sns.pointplot(data=runs, x="test_r2_by_time", y="label", ax=ax, errorbar=None, color="black",
+            sns.pointplot(data=runs, x="test_r2_by_time", y="label", order=order, ax=ax, errorbar=None, color="black",
                           markers="|", markersize=10, linestyles="none")
+            for i in (i for i, label in enumerate(order) if label not in set(runs.label)):
+                ax.text(0.02, i, "not run", transform=ax.get_yaxis_transform(), va="center", fontsize=7, color="0.35")
             floor = results[domain].l0.query("method == 'persistence'").r2_by_time
             if len(floor):
                 ax.axvline(floor.iloc[0], ls="--", color="0.3", lw=1)

@@ -289,7 +289,8 @@ TABLES = {  # name: (caption, the paper table it regenerates)
     "proxy_shuffle_by_stratifier": ("Proxy-shuffle negative control per stratifier.", "proxy_shuffle_compact"),
     "verdict_matrix": ("Verdict matrix: AC-GATE and the moderated distributed lag (the classical yardstick), the "
                        "paper's rules beside the calibrated rules; vs moderated_dl, vs two_stage_dl: AC-GATE's "
-                       "held-out forecast against each classical model's.", "verdict_matrix"),
+                       "held-out forecast against each classical model's (empty where the domain did not run it).",
+                       "verdict_matrix"),
     "neural_vs_classical": ("AC-GATE against the moderated distributed lag and the two-stage model: held-out test MSE "
                             "on the same rows "
                             "(one-sided p over seeds and over entities, the larger) and, on synthetic panels, lag "
@@ -301,7 +302,8 @@ TABLES = {  # name: (caption, the paper table it regenerates)
                 ""),
     "excluded_runs": ("Run folders the audits left out (not trained, stale, incomplete, or not asked for), with "
                       "the reason.", ""),
-    "controlled_comparison": ("Controlled comparison design: what each method changes, with parameter counts.",
+    "controlled_comparison": ("Controlled comparison design: what each method changes, with parameter counts (empty: "
+                              "a closed-form fit, or a method the domain did not run).",
                               "fair_baselines"),
     "reproduction": ("Every number the paper reports next to ours (difference = ours - paper).", "all"),
 }
@@ -342,7 +344,8 @@ def run_manifest(runs_root: Path, results: dict[str, domain_audit.AuditResult], 
     """What produced the tables: the report's code version and machine, the runs the audits took (their code
     versions, git SHA and code digest, and a sentence when they differ: :func:`acgate.runs.code_versions`; total
     training seconds, when they were made), and the workflow invocation that ended here (its start,
-    wall time to this report, how many of the runs it made, the domains it skipped)."""
+    wall time to this report, how many of the runs it made, the domains it skipped and the methods it left out of a
+    domain)."""
     manifests, seconds = [], []
     for domain, result in results.items():
         for seed, method in result.l1[["seed", "method"]].itertuples(index=False):
@@ -377,6 +380,7 @@ def run_manifest(runs_root: Path, results: dict[str, domain_audit.AuditResult], 
             "runs_made_in_this_invocation": sum(datetime.fromisoformat(c).timestamp() >= started for c in created)
             if started else None,
             "skipped_domains": invocation.get("skipped", {}),
+            "left_out_methods": invocation.get("left_out", {}),
         },
         "tables": sorted(tables), "figures": sorted(figures),
     }
@@ -386,13 +390,16 @@ def suite_times(record: dict, previous: dict) -> dict:
     """The full suite's wall time per device (``tables/suite_times.json``): ``previous`` with the entry of this
     manifest's devices and machine replaced when its workflow invocation made every run the tables use (a whole
     ``make paper``, not a rerun of the report or of a few runs); otherwise ``previous`` unchanged. A suite that
-    skipped domains (their input files missing) is a suite of its own: the key names what it left out."""
+    skipped domains (their input files missing) or left methods out of a domain (leave_out) is a suite of its own:
+    the key names what it left out."""
     flow, runs = record["workflow"], sum(d["runs"] for d in record["domains"].values())
     if flow["wall_minutes_to_report"] is None or flow["runs_made_in_this_invocation"] != runs:
         return previous
     machine, skipped = record["machine"], sorted(flow.get("skipped_domains") or {})
     key = (f"{', '.join(record['devices'])} on {machine['cores']} cores ({machine['cpu']})"
-           + (f", without {', '.join(skipped)}" if skipped else ""))
+           + (f", without {', '.join(skipped)}" if skipped else "")
+           + "".join(f", without {', '.join(methods)} in {domain}"
+                     for domain, methods in sorted((flow.get("left_out_methods") or {}).items())))
     return {**previous, key: {"wall_minutes": flow["wall_minutes_to_report"], "runs": runs,
                               "training_seconds_total": record["training_seconds_total"],
                               "runs_git_sha": record["runs_git_sha"], "finished_utc": record["created_utc"]}}

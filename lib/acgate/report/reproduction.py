@@ -16,6 +16,9 @@ from acgate.audit import domain_audit as audit_lib
 from acgate.report.inputs import paper_numbers
 
 NONE = pd.DataFrame()  # a table that was not built
+# a paper number whose counterpart no table of ours holds: its ``comparable`` (``ours`` and ``difference`` empty), so
+# that a missing run (a method left out of a domain) does not read as a value
+NO_COUNTERPART = "no counterpart: not among these runs (a method or domain not run, e.g. methods or leave_out)"
 
 
 def _leaves(node: dict, levels: list[str], expand: dict, names: dict) -> Iterator[tuple[dict, dict]]:
@@ -37,9 +40,9 @@ def _select(frame: pd.DataFrame, where: dict) -> pd.DataFrame:
     return frame[mask]
 
 
-def _ours(entry: dict, fields: dict, tables: dict[str, pd.DataFrame], theirs) -> float | str:
+def _ours(entry: dict, fields: dict, tables: dict[str, pd.DataFrame]) -> float | str | None:
     """Our counterpart of one paper number: ``entry``'s column on its rows of its tables, the first (or the
-    ``take`` of them); NaN (or "" for text) where no table holds it."""
+    ``take`` of them); None where no table holds it."""
     quantity = fields["quantity"]
     ours = {k: entry.get("our_names", {}).get(v, v) if isinstance(v, str) else v for k, v in fields.items()}
     column = entry.get("column", quantity)
@@ -49,7 +52,7 @@ def _ours(entry: dict, fields: dict, tables: dict[str, pd.DataFrame], theirs) ->
              if column in (frame := tables.get(name.format(**ours), NONE))]
     values = pd.concat(found) if found else pd.Series(dtype=float)
     if values.empty:
-        return "" if isinstance(theirs, str) else math.nan
+        return None
     take = entry.get("take", {}).get(quantity, "first")
     value = values.iloc[0] if take == "first" else getattr(values, take)()
     return value if isinstance(value, str) else float(value)
@@ -81,16 +84,19 @@ def _rows(entry: dict, paper: dict, tables: dict[str, pd.DataFrame], audited: se
             if not {d.format(**fields) for d in entry["domains"]} <= audited:  # about a domain that was not run
                 continue
             table, row, theirs = entry["paper_table"].format(**fields), entry["row"].format(**fields), leaf[quantity]
-            ours = _ours(entry, fields, tables, theirs)
-            yield {"paper_table": table, "row": row, "quantity": quantity, "paper": theirs, "ours": ours,
-                   "difference": _difference(theirs, ours),
-                   "comparable": comparability(table, row, quantity, paper["not_comparable"])}
+            ours = _ours(entry, fields, tables)
+            yield {"paper_table": table, "row": row, "quantity": quantity, "paper": theirs,
+                   "ours": "" if ours is None else ours,
+                   "difference": "" if ours is None else _difference(theirs, ours),
+                   "comparable": NO_COUNTERPART if ours is None
+                   else comparability(table, row, quantity, paper["not_comparable"])}
 
 
 def reproduction(tables: dict[str, pd.DataFrame], results: dict[str, audit_lib.AuditResult],
                  paper: dict | None = None) -> pd.DataFrame:
     """Every number the paper reports about the domains in ``results`` next to ours: one row per (paper table,
-    row, quantity) with the paper's value, ours (NaN where we have no counterpart run) and ours - paper. Verdicts
-    compare as text. Empty when no domain of the paper was audited."""
+    row, quantity) with the paper's value, ours and ours - paper (both empty, and :data:`NO_COUNTERPART` as
+    ``comparable``, where no table of ours holds its counterpart). Verdicts compare as text. Empty when no domain of
+    the paper was audited."""
     paper = paper or paper_numbers()
     return pd.DataFrame([row for entry in paper["ours"] for row in _rows(entry, paper, tables, set(results))])
