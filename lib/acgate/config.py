@@ -265,8 +265,8 @@ class TrainConfig:
     block_entities: int | str = _param(
         "auto", "entities per block of a training step (gradients accumulate over the blocks, so an epoch is still "
         "one optimiser step over the whole panel, and peak memory follows the block, not the panel); auto: the whole "
-        "panel (on the CPU up to 256 entities: on one thread larger blocks are slower), or the largest block that fits "
-        "in the memory available when less", _block)
+        "panel, or on the CPU a panel of more than 256 entities in blocks of up to 256 that keep under 96 MB of "
+        "activations (larger blocks are slower there); less where the memory available asks for it", _block)
     log_every: int = _param(25, "print a progress line every this many epochs (training without a progress bar, "
                                 "as acgate.models.train.fit runs by default; the notebooks show a bar instead)",
                             _int_at_least(1))

@@ -61,8 +61,12 @@ def test_auto_takes_the_whole_panel_up_to_the_cap_and_less_when_memory_is_short(
     monkeypatch.setattr(memory, "available_bytes", lambda device: 1e12)
     plan = _plan(smoke_params, panel)
     assert (plan.block, plan.blocks) == (panel.n_entities, 1)
-    monkeypatch.setattr(memory, "BLOCK_CAP", 16)
+    monkeypatch.setattr(memory, "BLOCK_CAP", 16)  # a panel past the cap: blocks of the cap ...
     assert _plan(smoke_params, panel).block == 16
+    monkeypatch.setattr(memory, "BLOCK_ACTIVATIONS", 12.5 * plan.per_entity)  # ... or fewer, by their activations
+    assert _plan(smoke_params, panel).block == 12
+    monkeypatch.setattr(memory, "BLOCK_CAP", 40)  # a panel within the cap is one block whatever its activations
+    assert _plan(smoke_params, panel).block == 40
     # room for 10 entities' activations beside the fixed part, within the headroom
     monkeypatch.setattr(memory, "available_bytes",
                         lambda device: (plan.fixed + 10.5 * plan.per_entity) / memory.HEADROOM)

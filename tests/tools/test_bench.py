@@ -61,3 +61,26 @@ def test_bench_runs_end_to_end_under_the_smoke_profile(tmp_path):
     # panels they were trained on
     assert not (project / "data").exists()
     assert (project / "runs" / "bench" / "data" / "processed" / "synthetic_linear" / "seed01" / "panel.npz").is_file()
+
+
+@pytest.mark.slow
+def test_the_scale_table_runs_end_to_end(tmp_path):
+    """``make bench BENCH=--scale`` on a tiny grid: a panel past one block, AC-GATE and the classical model, each in
+    its own process, with the matmul peak beside each and what the run planned for."""
+    project = tmp_path / "project"
+    project.mkdir()
+    for name in ("params", "pyproject.toml"):
+        (project / name).symlink_to(ROOT / name)
+    cmd = [sys.executable, "-m", "acgate.tools.bench", "--scale", "--entities", "300", "--steps", "20", "--methods",
+           "acgate", "moderated_dl", "--epochs", "1", "--out", str(tmp_path)]
+    env = {**os.environ, "ACGATE_ROOT": str(project)}
+    done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (record,) = [json.loads(path.read_text()) for path in tmp_path.glob("scale-*.json")]
+    neural, classical = record["runs"]
+    assert (neural["method"], neural["entities"], neural["steps"]) == ("acgate", 300, 20)
+    assert neural["blocks"] == 2 and neural["block"] == 256 and neural["epochs_timed"] == 1
+    assert 0 < neural["share_of_peak"] < 1 and len(neural["matmul_peak_gflops"]) == 2
+    assert 0 <= neural["training_rss_gb"] <= neural["peak_rss_gb"] and neural["planned_gb"] > 0.25
+    assert classical["method"] == "moderated_dl" and classical["fit_seconds"] > 0 and "share_of_peak" not in classical
+    assert "2×256" in done.stdout and record["git_sha"]

@@ -26,9 +26,13 @@ if TYPE_CHECKING:
     from acgate.models.train import Batch
 
 GB = 1e9
-# auto never computes more entities at once on the CPU: on one thread the LSTM kernel is fastest at up to 256 rows,
-# and an epoch at N 4,000 took 0.83 s in blocks of 256 against 1.34 s in one (make bench BENCH=--scale)
+# auto on the CPU: a panel of up to BLOCK_CAP entities is one block (the paper's panels among them); a larger one is
+# computed in blocks of at most BLOCK_CAP entities whose saved activations stay under BLOCK_ACTIVATIONS. Past that a
+# block's largest tensors (oneDNN's LSTM workspace) outgrow glibc's 32 MiB mmap threshold and come back as fresh,
+# zeroed pages every step: at N 4,000 and T 60 an AC-GATE step took 1.42 s in blocks of 256 (175,000 page faults)
+# against 1.04 s in blocks of 128 (none), and a whole-panel epoch at N 16,000, T 40 6.2 s against 3.4 s in blocks
 BLOCK_CAP = 256
+BLOCK_ACTIVATIONS = 96e6
 PROBE_ENTITIES = 16  # entities of the forward pass that measures the activations
 SLACK = 0.25 * GB  # the passes' temporaries and the allocator's reserve, above the saved activations
 HEADROOM = 0.8  # a run plans to use at most this share of the memory available when it starts
@@ -116,8 +120,8 @@ class MemoryPlan:
     @classmethod
     def measure(cls, model: torch.nn.Module, batch: Batch, setting: int | str) -> MemoryPlan:
         """The plan of training ``model`` on ``batch`` under ``train.block_entities = setting``: a number is taken as
-        it is; auto takes the whole panel (on the CPU up to ``BLOCK_CAP`` entities), and less where memory asks for
-        it."""
+        it is; auto takes the whole panel (on the CPU, a panel of more than ``BLOCK_CAP`` entities in blocks of at
+        most ``BLOCK_CAP`` that keep under ``BLOCK_ACTIVATIONS``), and less where memory asks for it."""
         device = batch.y.device
         plan = cls(entities=batch.n_entities, block=batch.n_entities, fixed=fixed_bytes(model, batch),
                    per_entity=activation_bytes(model, batch), available=available_bytes(device),
@@ -125,7 +129,9 @@ class MemoryPlan:
         if setting != "auto":
             return plan._with_block(int(setting))
         fits = plan.largest_block()
-        cap = BLOCK_CAP if device.type == "cpu" else batch.n_entities
+        cap = batch.n_entities
+        if device.type == "cpu" and cap > BLOCK_CAP:
+            cap = max(1, min(BLOCK_CAP, int(BLOCK_ACTIVATIONS // plan.per_entity)))
         return plan._with_block(min(cap, fits if fits is not None else cap))
 
     def _with_block(self, block: int) -> MemoryPlan:
