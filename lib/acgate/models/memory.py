@@ -6,7 +6,8 @@ copy), the activations autograd keeps for the backward pass of the block being c
 entities in the block, and ``SLACK`` for the passes' temporaries and what the allocator holds beyond the live
 tensors. The activations are measured, not modelled: one training-mode forward pass over a few entities adds up the
 tensors autograd saves (:func:`activation_bytes`). ``make bench BENCH=--scale`` prints this estimate next to the
-peak memory of every run it times: on the CPU the peaks were 45-95 % of it (N 1,000-16,000, AC-GATE and TFT).
+peak memory of every run it times: on the CPU, what training added to a process's peak was 34-77 % of it (N 1,000 to
+20,000, T 40 and 60, AC-GATE, GA-Net and TFT, in blocks and in one pass), so it errs on the safe side.
 
     plan = MemoryPlan.measure(model, batch, setting="auto")   # the block, and what it needs
     plan.check("economics", 0, "tft", panel="88 entities × 40 times × 3 features")   # stops a run that cannot fit
@@ -30,7 +31,7 @@ GB = 1e9
 # computed in blocks of at most BLOCK_CAP entities whose saved activations stay under BLOCK_ACTIVATIONS. Past that a
 # block's largest tensors (oneDNN's LSTM workspace) outgrow glibc's 32 MiB mmap threshold and come back as fresh,
 # zeroed pages every step: at N 4,000 and T 60 an AC-GATE step took 1.42 s in blocks of 256 (175,000 page faults)
-# against 1.04 s in blocks of 128 (none), and a whole-panel epoch at N 16,000, T 40 6.2 s against 3.4 s in blocks
+# against 1.04 s in blocks of 128 (none); a whole-panel epoch at N 16,000, T 40 took 6.2 s, in blocks 3.2 s
 BLOCK_CAP = 256
 BLOCK_ACTIVATIONS = 96e6
 PROBE_ENTITIES = 16  # entities of the forward pass that measures the activations
@@ -124,7 +125,7 @@ class MemoryPlan:
         most ``BLOCK_CAP`` that keep under ``BLOCK_ACTIVATIONS``), and less where memory asks for it."""
         device = batch.y.device
         plan = cls(entities=batch.n_entities, block=batch.n_entities, fixed=fixed_bytes(model, batch),
-                   per_entity=activation_bytes(model, batch), available=available_bytes(device),
+                   per_entity=max(1.0, activation_bytes(model, batch)), available=available_bytes(device),
                    setting=setting)
         if setting != "auto":
             return plan._with_block(int(setting))
