@@ -40,6 +40,29 @@ def test_run_method_writes_the_artifacts(smoke_params, panel, tmp_path):
     assert set(metrics) >= {"train", "val", "test", "lags", "l3", "best_epoch", "epochs_run", "seconds", "device"}
 
 
+@pytest.mark.parametrize("method", ["acgate", "tft", "ganet"])
+def test_a_run_in_blocks_writes_what_a_run_in_one_pass_writes(smoke_params, panel, tmp_path, method):
+    """The run folder of a panel computed in blocks of 7 entities (predictions, the structural lags or the
+    occlusion profile and internal weights, GA-Net's gate share), against one pass: the same, to float rounding
+    (dropout off; GA-Net's gate noise draws in another order, so its numbers only match in shape)."""
+    params = dataclasses.replace(smoke_params, model=dataclasses.replace(smoke_params.model, dropout=0.0))
+    written = {}
+    for block in (panel.n_entities, 7):
+        blocked = dataclasses.replace(params, train=dataclasses.replace(params.train, block_entities=block))
+        metrics = runner.run_method(panel, blocked, method, 0, tmp_path / str(block), quiet)
+        out = method_dir(tmp_path / str(block), params.domain, 0, method)
+        written[block] = metrics, pd.read_csv(out / "predictions.csv"), pd.read_csv(out / "lags.csv")
+    (whole, whole_preds, whole_lags), (parts, preds, lags) = written[panel.n_entities], written[7]
+    assert (whole["blocks"], parts["blocks"], parts["block_entities"]) == (1, 6, 7)
+    assert list(preds.columns) == list(whole_preds.columns) and len(preds) == len(whole_preds)
+    assert list(lags.columns) == list(whole_lags.columns) and len(lags) == panel.n_entities
+    if method == "ganet":
+        assert 0 <= parts["gate_density"] <= 1
+        return
+    pd.testing.assert_frame_equal(preds, whole_preds, rtol=1e-4, atol=1e-5)
+    pd.testing.assert_frame_equal(lags, whole_lags, rtol=1e-3, atol=1e-4)
+
+
 def test_artifacts_get_ordinary_permissions(smoke_params, panel, tmp_path):
     previous = os.umask(0o022)
     try:
