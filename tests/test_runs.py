@@ -74,3 +74,14 @@ def test_a_reader_checking_the_lock_does_not_stop_a_writer(tmp_path):
         with runs.writing(out):
             written = True
     assert written and runs.writer(out) is None
+
+
+def test_the_machine_record_names_what_decides_the_float32_kernels(monkeypatch):
+    """The reference k* are keyed on the kernels, not on the CPU's name: a variable that lowers the instruction set
+    oneDNN dispatch to makes another key."""
+    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
+    native = runs.machine()["kernels"]
+    assert native["torch_dispatch"] in {"DEFAULT", "VSX", "Z VECTOR", "NO AVX", "AVX2", "AVX512", "SVE256"}
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    lowered = runs.cpu_kernels()
+    assert lowered["variables"] == {**native["variables"], "ONEDNN_MAX_CPU_ISA": "AVX2"} and lowered != native

@@ -255,7 +255,8 @@ def _installed_versions() -> tuple[tuple[str, str], ...]:
 
 
 def machine() -> dict:
-    """The machine a run used: CPU model, cores, memory, host name and platform."""
+    """The machine a run used: CPU model, cores, memory, host name and platform, and what decides its float32 kernels
+    (``kernels``: see :func:`cpu_kernels`)."""
     cpu, memory = platform.processor() or platform.machine(), None
     try:
         info = Path("/proc/cpuinfo").read_text()
@@ -266,7 +267,30 @@ def machine() -> dict:
     except (OSError, StopIteration):
         pass
     return {"cpu": cpu, "cores": os.cpu_count(), "memory_gib": memory, "host": platform.node(),
-            "platform": platform.platform()}
+            "platform": platform.platform(), "kernels": cpu_kernels()}
+
+
+# the variables with which a user can lower the instruction set PyTorch, oneDNN and MKL dispatch to
+KERNEL_VARIABLES = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS",
+                    "MKL_CBWR")
+
+
+def cpu_kernels() -> dict:
+    """What decides which float32 CPU kernels run, and so the last bits of a result: the CPU vendor, its vector
+    instruction sets (the ``avx*``, ``fma`` and ``amx*`` flags), the level PyTorch dispatches to, and any of
+    ``KERNEL_VARIABLES`` that is set. The CPU's name does not: one model name covers AVX2-only and AVX-512 machines."""
+    import torch  # here only: data preparation uses this module without loading PyTorch
+
+    vendor, flags = platform.machine(), []
+    try:
+        info = Path("/proc/cpuinfo").read_text().splitlines()
+        vendor = next(line.split(":", 1)[1].strip() for line in info if line.startswith("vendor_id"))
+        flags = next(line.split(":", 1)[1].split() for line in info if line.startswith("flags"))
+    except (OSError, StopIteration):
+        pass
+    return {"vendor": vendor, "vector_isa": sorted(f for f in flags if f.startswith(("avx", "fma", "amx"))),
+            "torch_dispatch": torch.backends.cpu.get_cpu_capability(),
+            "variables": {name: os.environ[name] for name in KERNEL_VARIABLES if name in os.environ}}
 
 
 def manifest(params: dict, seed: int, device: str, **extra: Any) -> dict:

@@ -231,10 +231,12 @@ def coalesced(cell) -> list[dict]:
 
 
 def untimed(cell) -> tuple[str, list[str]]:
-    """A cell's printed text (however its streams were split) with times and rates masked, and its other outputs'
-    types."""
+    """A cell's printed text as a terminal leaves it (however its streams were split; of a progress bar redrawn with
+    carriage returns only its last state, since how many states it shows depends on the machine's speed), with times
+    and rates masked, and its other outputs' types."""
     text = "".join(o.text for o in cell.outputs if o.output_type == "stream")
-    text = re.sub(r"\d\d:\d\d|[\d.]+(?=epoch/s| s\b)", "#", text)
+    text = "\n".join(line.rsplit("\r", 1)[-1] for line in text.split("\n"))
+    text = re.sub(r"\d\d:\d\d|(?:[\d.]+|\?)(?=epoch/s| s\b)", "#", text)
     return text, [o.output_type for o in cell.outputs if o.output_type != "stream"]
 
 
