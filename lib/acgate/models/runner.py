@@ -30,7 +30,15 @@ from acgate.models.metrics import TRUTHS, forecast_metrics, l3_recovery
 from acgate.models.networks import ACGate
 from acgate.models.occlusion import occlusion_increase, profile_from_increase
 from acgate.models.train import FitResult, fit, memory_error, predictions
-from acgate.runs import atomic_write, current_metrics, manifest, remove_interrupted_writes, write_json, writing
+from acgate.runs import (
+    atomic_write,
+    current_metrics,
+    manifest,
+    remove_interrupted_writes,
+    write_csv,
+    write_json,
+    writing,
+)
 
 
 def lag_table(result: FitResult, panel: Panel) -> pd.DataFrame:
@@ -130,9 +138,9 @@ def _retrain(panel: Panel, params: Params, method: str, seed: int, out: Path, lo
     metrics = summarise(trained.preds, trained.table, {
         **trained.facts, "seconds": round(trained.seconds, 3), "device": trained.device,
         "params_hash": params.digest(), "panel_digest": panel.digest(), "run_id": run_id}, trained.gate)
-    atomic_write(out / "predictions.csv", lambda f: trained.preds.to_csv(f, index=False))
-    atomic_write(out / "lags.csv", lambda f: trained.table.to_csv(f, index=False))
-    atomic_write(out / "history.csv", lambda f: trained.history.to_csv(f, index=False))
+    write_csv(out / "predictions.csv", trained.preds, index=False)
+    write_csv(out / "lags.csv", trained.table, index=False)
+    write_csv(out / "history.csv", trained.history, index=False)
     gpu = torch.cuda.get_device_name(trained.device) if trained.device.startswith("cuda") else None
     write_json(out / "manifest.json", manifest(params.to_dict(), seed, trained.device, method=method, gpu=gpu,
                                                wall_seconds=round(trained.seconds, 3), panel=panel.meta,
@@ -165,7 +173,7 @@ HISTORY_COLUMNS = ["epoch", "train_loss", "recon_loss", "val_loss"]  # history.c
 def _fit_ardl(panel: Panel, params: Params, out: Path) -> _Trained:
     """Grouped ARDL in closed form; its coefficients go to ``coefficients.csv``."""
     ardl = baselines.GroupedARDL.fit(panel, params)
-    atomic_write(out / "coefficients.csv", lambda f: ardl.coefficients.to_csv(f, index=False))
+    write_csv(out / "coefficients.csv", ardl.coefficients, index=False)
     return _Trained(ardl.predictions(), ardl.lag_table(), pd.DataFrame(columns=HISTORY_COLUMNS),  # no iterations
                     ardl.seconds, "cpu", {"best_epoch": None, "epochs_run": None, "fit": "closed-form OLS per group",
                                           "groups": ardl.groups})
@@ -175,7 +183,7 @@ def _fit_classical(panel: Panel, params: Params, method: str, out: Path) -> _Tra
     """A moderated distributed lag (:mod:`acgate.models.classical`) in closed form; its lag curves go to
     ``coefficients.csv``."""
     found = fit_classical(panel, params, method)
-    atomic_write(out / "coefficients.csv", lambda f: found.curve_table().to_csv(f, index=False))
+    write_csv(out / "coefficients.csv", found.curve_table(), index=False)
     return _Trained(found.predictions(), found.lag_table(), pd.DataFrame(columns=HISTORY_COLUMNS), found.seconds,
                     "cpu", found.facts)
 

@@ -17,6 +17,8 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import mistune
+
 from acgate.runs import atomic_write
 
 if TYPE_CHECKING:
@@ -111,15 +113,17 @@ def _outputs(index: Path, notebooks: list[nbformat.NotebookNode]) -> str:
             f"<h2>Figures</h2>\n{shown}\n")
 
 
+# Markdown to HTML with any raw HTML in it escaped: a table's cells hold the user's column names and ids
+MARKDOWN = mistune.create_markdown(escape=True, plugins=["table"])
+
+
 def _table_page(markdown: Path, index: Path) -> Path:
     """A Markdown table rendered as an HTML page beside the index (``tables/<name>.html``), with a link back."""
-    import mistune
-
     page = index.parent / "tables" / markdown.with_suffix(".html").name
     back = html.escape(os.path.relpath(index, page.parent))
     _write_html(page, f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(markdown.stem)}</title>"
                       f"<style>{INDEX_STYLE}</style></head><body><nav><a href=\"{back}\">&larr; index</a></nav>"
-                      f"{mistune.html(markdown.read_text())}</body></html>\n")
+                      f"{MARKDOWN(markdown.read_text())}</body></html>\n")
     return page
 
 

@@ -114,7 +114,7 @@ def case_study_figure(results: dict[str, audit_lib.AuditResult], data_root: Path
     for letter, ax, (domain, row) in zip(string.ascii_uppercase, axes.flat, panels, strict=False):
         entity, step = panel_units(data_root, domain)
         kstar = results[domain].kstar_by_entity.query("method == 'acgate'").groupby("entity").kstar.mean()
-        strat = read_csv_ids(panel_dir(data_root, domain) / "stratifiers.csv", ["entity"]).set_index(
+        strat = read_csv_ids(panel_dir(data_root, domain) / "stratifiers.csv", ["entity"], written=True).set_index(
             "entity")[row.stratifier]
         both = pd.concat([strat.rename("x"), kstar.rename("y")], axis=1, join="inner")
         trend = quantile_medians(both.x, both.y)

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from acgate.runs import atomic_write
+from acgate.runs import atomic_write, write_csv
 from acgate.statistics import format_p
 
 LABELS = {"acgate": "AC-GATE", "no_recon_reg": "No-Recon-Reg", "no_ac_encoder": "No-AC-Encoder",
@@ -260,7 +260,7 @@ def write_table(frame: pd.DataFrame, directory: Path, name: str, caption: str,
     atomically."""
     directory = Path(directory)
     paths = [directory / f"{name}.{ext}" for ext in ("csv", "md", "tex")]
-    atomic_write(paths[0], lambda f: frame.to_csv(f, index=False))
+    write_csv(paths[0], frame, index=False)
     atomic_write(paths[1], lambda f: f.write(markdown_table(frame, caption)))
     if latex is False:
         paths[2].unlink(missing_ok=True)
