@@ -30,7 +30,7 @@
 #   in `data/processed/<domain>/`.
 # - **Outputs**: `runs/<domain>/audit/`: `l0.csv`, `l1.csv`, `l2.csv`, `l2_summary.csv`, `l3.csv`,
 #   `wilcoxon.csv`, `heldout.csv`, `seed_agreement.csv`, `kstar_by_entity.csv`, `neural_vs_classical.csv`,
-#   `lag_shapes.csv`, `verdicts.json` (columns in docs/audit.md), and the audit report: `report.html` (one
+#   `lag_tests.csv`, `verdicts.json` (columns in docs/audit.md), and the audit report: `report.html` (one
 #   self-contained page: the verdicts with their evidence, warnings and error rates, the figures, the data and the
 #   provenance) and its Markdown twin `report.md` (its figures in `report_figures/`).
 
@@ -173,13 +173,16 @@ if audit_figures.heldout_figure(result) is not None:
     plt.show()
 
 # %% [markdown]
-# ## Do the lags differ at all, whatever the proxies say?
-# Per panel (one per seed where seeds draw their own, else one), each entity's own distributed-lag curves against the
-# pooled curve shape scaled for it (F-tests on the training and validation targets), combined by Fisher's method.
-# Supported while L1 is not: the lags differ, but the proxies do not explain them.
+# ## Tests under the panel's own errors: do the proxies hold the lags, and do the lags differ at all?
+# Per panel (one per seed where seeds draw their own, else one), in-sample on every observed target step, by feasible
+# GLS under the panel's AR(1) errors and entity noise scales (`acgate.audit.gls`): lag curves moderated by the proxies
+# against the entity-scaled shape and the shared curve, judged against permutations of the proxies (the classical
+# reference's L1), and every entity's own curves against the shared shape scaled for it, pooled over the entities and
+# judged against a parametric bootstrap (the lags-differ statement). Supported while L1 is not: the lags differ, but
+# the proxies do not explain them.
 
 # %%
-display(result.lag_shapes.round(4))
+display(result.lag_tests.round(4))
 print(result.lags_differ["verdict"], "-", result.lags_differ["reading"])
 
 # %% [markdown]

@@ -298,10 +298,6 @@ class AuditConfig:
                                               "distributed lag)", _method_list)
     min_sign_consistency: float = _param(0.8, "calibrated L2 needs at least this share of the tested seeds to agree "
                                          "on the sign of Spearman(k*, stratifier)", _unit_interval)
-    lags_differ_share: float = _param(0.25, "the lags-differ statement needs at least this share of entities to "
-                                      "reject a shared lag-curve shape at 0.05 (five times what a shared shape gives "
-                                      "by chance: a floor that autocorrelated noise and a misspecified driver stay "
-                                      "under)", _share)
     edge_share: float = _param(0.2, "L1 warns that lags may reach past the window (widen model.max_lag) when at least "
                                "this share of entities put their largest lag weight on the last lag K", _share)
     l3_min_spearman: float = _param(0.8, "L3 supported needs mean Spearman(k*, lag centre) at least this",

@@ -124,6 +124,45 @@ def test_the_source_is_recovered_from_its_own_surrogate(example, source):
         assert np.median(again.sigma) == pytest.approx(np.median(source.sigma), rel=0.25)
 
 
+def test_the_surrogates_noise_is_the_panels_noise_where_the_lags_differ():
+    """On a panel whose lags differ by entity (apart from the proxies) and whose noise is i.i.d. (sd 0.15 and the
+    contemporaneous input's share), the surrogates' noise is that noise: not AR(1) 0.56-0.73 with twice the sd, as
+    when it came from the residuals of a one-curve fit, which hold the lag differences."""
+    params = load_params(ROOT / "params" / "audit_calibration.yaml")
+    panel = calibration.draw_panel("random_lags", params, 4)
+    found = panel_matched.fit_source(panel, params)
+    dgp = params.synthetic
+    noise = np.hypot(dgp.noise_sd, dgp.contemporaneous_coef * dgp.innovation_coef)
+    assert abs(found.rho) < 0.1
+    assert np.median(found.sigma) == pytest.approx(noise / float(np.squeeze(Normalisers.fit(panel).Y.scale)), rel=0.1)
+
+
+@pytest.fixture(scope="module")
+def persistent(example, source, tmp_path_factory):
+    """Audits of surrogates of the example panel with AR(1) noise at 0.95 (a country panel's persistence), the
+    classical family only: a 1-lag spread along the proxies and three nulls (one replicate each)."""
+    params, _, _ = example
+    root = tmp_path_factory.mktemp("persistent")
+    at_095 = dataclasses.replace(source, rho=0.95)
+    return {name: panel_matched.run_replicate(name, 0, at_095, params, root, seeds=1, neural=0)[0]
+            for name in ("proxy_lags_one", "one_curve", "effect_size", "noise_scale")}
+
+
+def test_l1_sees_a_one_lag_spread_on_a_persistent_panel(persistent):
+    """The held-out L1 of rules version 2 did not (economics surrogates: 0 of 20 at 1, 2 and even 0.5 lags); the
+    in-sample GLS test under the panel's AR(1) errors does, and says so for the classical reference."""
+    assert persistent["proxy_lags_one"]["calibrated_L1"] == "supported", persistent["proxy_lags_one"]
+    assert persistent["proxy_lags_one"]["lags_differ"] == "supported"
+
+
+def test_lags_differ_keeps_its_size_on_persistent_nulls(persistent):
+    """Rules version 2 said "supported" on 75 of 75 economics nulls (per-entity F-tests with independent errors, on
+    a target with AR(1) 0.95 residuals); the pooled GLS test does not, nor does L1."""
+    for name in ("one_curve", "effect_size", "noise_scale"):
+        assert persistent[name]["lags_differ"] != "supported", persistent[name]
+        assert persistent[name]["calibrated_L1"] != "supported", persistent[name]
+
+
 def records_of(verdicts: dict) -> pd.DataFrame:
     """Replicate records of one reference (moderated_dl) whose every verdict is ``supported`` (1) or not (0), per
     scenario and replicate."""

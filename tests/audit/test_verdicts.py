@@ -135,22 +135,25 @@ def test_verdicts_json_carries_both_rule_sets(small, tmp_path):
     assert np.isclose(written["audit"]["alpha"], small.audit.alpha)
 
 
-def test_lags_differ_needs_a_share_of_entities_not_only_a_small_combined_p(smoke_params):
-    """Fisher's combination over hundreds of entities turns a slight excess of small p (autocorrelated noise, a
-    misspecified driver: 10-18 % of entities below 0.05 where the lags are the same) into a tiny p; the statement
-    also needs audit.lags_differ_share (25 %) of entities to reject, and its reading says whether L1 explains it."""
+def test_lags_differ_reads_the_pooled_test_and_says_whether_l1_explains_it(smoke_params):
+    """The statement is the pooled GLS test's p (Fisher's combination over independent panels); the share of entities
+    rejecting on their own is evidence only (under a persistent null it runs far above 5 %), and the reading says
+    whether L1 explains the difference, or that the panel cannot tell."""
     cfg = smoke_params.audit
-    shapes = pd.DataFrame({"seed": [0, 1], "entities": [100, 100], "p": [1e-6, 1e-5], "share_below_05": [0.15, 0.17],
-                           "note": ["", ""]})
-    narrow = verdicts.lags_differ_verdict(cfg, shapes, {"verdict": "supported"})
-    assert narrow["verdict"] == "not certified" and "L1 finds lags the proxies hold" in narrow["reading"]
-    wide = shapes.assign(share_below_05=[0.3, 0.4])
-    unexplained = verdicts.lags_differ_verdict(cfg, wide, {"verdict": "not certified"})
+    tests = pd.DataFrame({"seed": [0, 1], "differ_entities": [100, 100], "differ_p": [0.01, 0.02],
+                          "differ_share_below_05": [0.02, 0.04], "differ_rho": [0.9, 0.9], "differ_draws": [199, 199],
+                          "differ_note": ["", ""]})
+    unexplained = verdicts.lags_differ_verdict(cfg, tests, {"verdict": "not certified"})
     assert unexplained["verdict"] == "supported" and "do not explain" in unexplained["reading"]
-    assert "35% of 200 entity tests" in unexplained["evidence"]
-    assert "proxies hold them" in verdicts.lags_differ_verdict(cfg, wide, {"verdict": "supported"})["reading"]
-    untestable = shapes.assign(p=np.nan, note="no entity testable")
-    assert verdicts.lags_differ_verdict(cfg, untestable, {"verdict": "supported"})["verdict"] == "not claimed"
+    assert "pooled over 200 entities (2 panel(s))" in unexplained["evidence"] and "3% of the entities" in \
+        unexplained["evidence"]
+    assert "proxies hold them" in verdicts.lags_differ_verdict(cfg, tests, {"verdict": "supported"})["reading"]
+    many = tests.assign(differ_p=[0.3, 0.5], differ_share_below_05=[0.7, 0.8])  # a persistent null's per-entity tests
+    cannot = verdicts.lags_differ_verdict(cfg, many, {"verdict": "not certified"})
+    assert cannot["verdict"] == "not certified" and cannot["reading"].startswith("not shown: this panel's pooled test")
+    untestable = tests.assign(differ_p=np.nan, differ_note="no entity testable")
+    found = verdicts.lags_differ_verdict(cfg, untestable, {"verdict": "supported"})
+    assert found["verdict"] == "not claimed" and "no entity testable" in found["evidence"]
 
 
 def test_no_seed_warning_where_the_seeds_replicate_nothing(smoke_params):

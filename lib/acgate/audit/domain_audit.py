@@ -27,7 +27,6 @@ head to head (``neural_vs_classical``).
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import zlib
 from dataclasses import dataclass, field
@@ -38,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from acgate import statistics
-from acgate.audit import verdicts
+from acgate.audit import gls, verdicts
 from acgate.audit.run_folders import (
     EXCLUDED_COLUMNS,
     NOT_ASKED,
@@ -50,11 +49,11 @@ from acgate.audit.run_folders import (
 )
 from acgate.config import AuditConfig, Params
 from acgate.data import sources
-from acgate.data.panel import Panel
+from acgate.data.panel import Normalisers, Panel
 from acgate.models.baselines import persistence
-from acgate.models.classical import shape_heterogeneity
+from acgate.models.classical import moderators
 from acgate.models.metrics import TRUTHS, forecast_metrics, l3_recovery
-from acgate.runs import atomic_write, write_json
+from acgate.runs import write_csv, write_json
 
 WILCOXON_COLUMNS = ["metric", "method", "reference", "n_pairs", "nonzero_pairs", "mean_diff", "median_diff",
                     "hodges_lehmann", "W", "p", "note"]
@@ -173,7 +172,7 @@ class AuditResult:
     seed_agreement: pd.DataFrame
     kstar_by_entity: pd.DataFrame
     neural_vs_classical: pd.DataFrame  # AC-GATE against the moderated distributed lag (empty unless both ran)
-    lag_shapes: pd.DataFrame  # whether the entities' lags differ at all, per panel (see lag_shapes)
+    lag_tests: pd.DataFrame  # the in-sample GLS lag tests, one row per panel (see lag_tests)
     verdicts: dict  # the calibrated verdicts of config.reference
     verdicts_paper: dict  # the paper rules' verdicts of config.reference
     verdicts_by_reference: dict = field(default_factory=dict)  # reference -> {"calibrated": ..., "paper": ...}
@@ -189,7 +188,7 @@ class AuditResult:
         """The audit outputs (tables as CSV, verdicts.json), each written atomically."""
         for name in AUDIT_TABLES:
             frame = getattr(self, name)
-            atomic_write(Path(directory) / f"{name}.csv", functools.partial(frame.to_csv, index=False))
+            write_csv(Path(directory) / f"{name}.csv", frame, index=False)
         write_json(Path(directory) / "verdicts.json",
                    {"domain": self.domain, "kind": self.kind, "rules_version": verdicts.RULES_VERSION,
                     "reference": self.config.reference,
@@ -220,7 +219,7 @@ class AuditResult:
 
 
 AUDIT_TABLES = ("l0", "l1", "l2", "l2_summary", "l3", "wilcoxon", "heldout", "seed_agreement", "kstar_by_entity",
-                "neural_vs_classical", "lag_shapes")
+                "neural_vs_classical", "lag_tests")
 
 
 def read_audit(directory: Path) -> AuditResult:
@@ -230,7 +229,7 @@ def read_audit(directory: Path) -> AuditResult:
 
     def table(name: str) -> pd.DataFrame:
         try:
-            return sources.read_csv_ids(directory / f"{name}.csv", ["entity"])
+            return sources.read_csv_ids(directory / f"{name}.csv", ["entity"], written=True)
         except (pd.errors.EmptyDataError, FileNotFoundError):  # empty, or from before the table existed
             return pd.DataFrame()
 
@@ -416,13 +415,13 @@ def audit_domain(params: Params, runs_root: Path, data_root: Path, seeds: int = 
     comparison = neural_vs_classical(heldout, l3, cfg)
     result = AuditResult(
         params.domain, cfg, l0, l1, l2, l2_summary, l3, wilcoxon, heldout, agreement, kstar_by_entity, comparison,
-        lag_shapes(panels, params.model.max_lag, shared), verdicts={}, verdicts_paper={},
+        lag_tests(panels, runs, params.model.max_lag, cfg, shared), verdicts={}, verdicts_paper={},
         neural_vs_classical_verdict=comparison_verdict(comparison, cfg), excluded=excluded, kind=params.kind,
         shared_entities=shared, problems=_problems(runs, excluded, panels) + too_good_to_be_true(l0, params.kind))
     result.verdicts_by_reference = judge(result, cfg, references)
     result.verdicts = result.verdicts_by_reference[cfg.reference]["calibrated"]
     result.verdicts_paper = result.verdicts_by_reference[cfg.reference]["paper"]
-    result.lags_differ = verdicts.lags_differ_verdict(cfg, result.lag_shapes, result.verdicts["L1"])
+    result.lags_differ = verdicts.lags_differ_verdict(cfg, result.lag_tests, result.verdicts["L1"])
     return result
 
 
@@ -442,7 +441,8 @@ def judge(result: AuditResult, cfg: AuditConfig, references: list[str] | None = 
     for reference in references:
         c = reference_config(cfg, reference)
         cells = verdicts.calibrated_verdicts(c, result.l1, result.heldout, result.seed_agreement, result.l2_summary,
-                                             result.l3, result.wilcoxon, tested, result.shared_entities)
+                                             result.l3, result.wilcoxon, tested, result.shared_entities,
+                                             result.lag_tests)
         out[reference] = {"calibrated": _with_exclusions(cells, result.excluded),
                           "paper": verdicts.paper_verdicts(c, result.l1, result.l2_summary, result.l3,
                                                            result.wilcoxon, tested)}
@@ -582,16 +582,42 @@ def _at_edge(lags: pd.DataFrame) -> float:
     return float(np.mean(np.argmax(omega[usable], axis=1) == omega.shape[1] - 1))
 
 
-def lag_shapes(panels: dict[int, Panel], max_lag: int, shared: bool) -> pd.DataFrame:
-    """Whether the entities' lags differ at all, whatever the proxies say
-    (:func:`acgate.models.classical.shape_heterogeneity` on each panel's data): one row per seed's panel, or one for all
-    where the seeds share their panel."""
-    tested = dict(list(panels.items())[:1]) if shared else panels
-    return pd.DataFrame([{"seed": seed, **shape_heterogeneity(panel, max_lag)}
-                         for seed, panel in tested.items()], columns=LAG_SHAPE_COLUMNS)
+def lag_tests(panels: dict[int, Panel], runs: list[Run], max_lag: int, cfg: AuditConfig, shared: bool
+              ) -> pd.DataFrame:
+    """The in-sample lag tests under the panel's own error model (:mod:`acgate.audit.gls`), one row per seed's panel
+    (one for all where the seeds share their panel): the seed, the columns of :data:`acgate.audit.gls.
+    INTERACTION_COLUMNS` (do the proxies hold the lags: the calibrated L1 of the classical reference, with
+    ``audit.permutations`` proxy permutations), ``kstar_agreement`` (the median Spearman between the k* of the
+    panel's moderated_dl runs and the GLS fit's: L1 speaks for the k* the runs report only where they agree) and the
+    columns of :data:`acgate.audit.gls.SHAPE_COLUMNS` prefixed ``differ_`` (do the lags differ at all: the
+    lags-differ statement)."""
+    rows = []
+    for seed, panel in (list(panels.items())[:1] if shared else panels.items()):
+        design = gls.lag_design(panel, max_lag)
+        if not design.rows.any():
+            rows.append({"seed": seed, "note": "no observed target step with a full lag window"})
+            continue
+        q = moderators(Normalisers.fit(panel).P.transform(panel.P), shared=False)
+        errors = gls.error_model(design)
+        rng = np.random.default_rng([cfg.permutation_seed, 20_000, seed])
+        interaction, kstar = gls.interaction_test(design, q, errors, cfg.permutations, rng)
+        mine = [r for r in runs if r.method == CLASSICAL[0] and (shared or r.seed == seed)]
+        differ = gls.shape_test(design, errors, gls.SHAPE_DRAWS, rng)
+        rows.append({"seed": seed, **interaction, "kstar_agreement": _agreement(kstar, panel.entities, mine),
+                     **{f"differ_{k}": v for k, v in differ.items()}})
+    return pd.DataFrame(rows, columns=LAG_TEST_COLUMNS)
 
 
-LAG_SHAPE_COLUMNS = ["seed", "entities", "p", "share_below_05", "note"]
+LAG_TEST_COLUMNS = ["seed", *gls.INTERACTION_COLUMNS, "kstar_agreement",
+                    *(f"differ_{c}" for c in gls.SHAPE_COLUMNS)]
+
+
+def _agreement(kstar: np.ndarray, entities: np.ndarray, runs: list[Run]) -> float:
+    """The median over ``runs`` of the Spearman correlation between each run's k* and ``kstar`` (N,) of the
+    ``entities``, on the entities both have (NaN without a run)."""
+    fitted = pd.Series(kstar, index=entities)
+    pairs = [pd.concat([fitted, r.lags.set_index("entity").kstar], axis=1, join="inner").dropna() for r in runs]
+    return float(np.median([statistics.spearman(*pair.to_numpy().T) for pair in pairs])) if pairs else np.nan
 
 
 def _l3(runs: list[Run]) -> pd.DataFrame:

@@ -11,8 +11,10 @@ entity's level from the pooled distributed lag, a lagged part, and noise at the 
     y_it = a_i + sum_f sum_k beta_ifk x_f,i,t-k + e_it,   e_it = rho e_i,t-1 + sigma_i u_it,  u ~ N(0, 1)
 
 where beta_f is the pooled curve that ``shared_dl`` fits to the panel (one lag curve for every entity), a_i its
-entity intercepts, rho the residuals' AR(1) coefficient pooled over entities (corrected for the bias of centring
-short series, by simulation) and sigma_i each entity's innovation scale. Lags before the panel's first step read
+entity intercepts, and rho and sigma_i the panel's noise model (:func:`acgate.audit.gls.error_model`: from
+each entity's own lag curves, so that lag differences of the panel do not pass for noise; rho pooled over
+entities and corrected for the bias of centring and fitting short series, sigma_i each entity's innovation
+scale). Lags before the panel's first step read
 the features' training mean (zero). Targets missing in the panel stay missing. The scenarios (:data:`SCENARIOS`):
 
 - nulls, the same lags for every entity: ``one_curve`` (the pooled curve), ``effect_size`` (the proxies' direction
@@ -50,6 +52,7 @@ import pandas as pd
 
 from acgate import statistics
 from acgate.audit import domain_audit as audit
+from acgate.audit import gls
 from acgate.audit.calibration import lagged_part, replicate_records
 from acgate.audit.verdicts import FAMILIES, RULES_VERSION
 from acgate.config import Params
@@ -152,8 +155,9 @@ def _directions(panel: Panel, circular_threshold: float) -> tuple[np.ndarray, np
 
 
 def fit_source(panel: Panel, params: Params) -> Source:
-    """The pooled lag curve, entity levels and residual noise of ``panel`` (shared_dl on its training targets,
-    residuals on its training and validation targets), and the scores that moderate the surrogates' lags."""
+    """The pooled lag curve and entity levels of ``panel`` (shared_dl on its training targets), its noise model (from
+    each entity's own lag curves on its training and validation targets, :func:`acgate.audit.gls.error_model`), and the
+    scores that moderate the surrogates' lags."""
     K = params.model.max_lag
     norm = Normalisers.fit(panel)
     x = norm.X.transform(panel.X).astype(float)
@@ -165,14 +169,13 @@ def fit_source(panel: Panel, params: Params) -> Source:
     rows[:, K:] = np.isfinite(y[:, K:]) & (labels != "test")[None, :]
     train = rows & np.concatenate([np.zeros(K, dtype=bool), labels == "train"])[None, :]
     intercept = intercepts(np.nan_to_num(y - lagged), train)
-    residual = np.where(rows, y - intercept[:, None] - lagged, np.nan)
-    rho = float(np.clip(_debiased_ar1(_ar1(residual), rows, train), -MAX_RHO, MAX_RHO))
-    before, after = residual[:, :-1], residual[:, 1:]
-    pairs = np.isfinite(before) & np.isfinite(after)
-    innovation = np.where(pairs, after - rho * before, np.nan)
-    counts = pairs.sum(axis=1)
-    sigma = np.sqrt(np.nansum(innovation**2, axis=1) / np.maximum(counts, 1))
-    sigma = np.where(counts >= 2, sigma, np.median(sigma[counts >= 2]) if (counts >= 2).any() else 1.0)
+    # the noise of a one-curve fit would hold the panel's own lag differences (AR 0.56-0.73 and twice the sd where
+    # the true noise was i.i.d.); each entity's own curves hold them instead
+    design = gls.lag_design(panel, K)
+    design = dataclasses.replace(design, rows=design.rows & (labels != "test")[None, :])
+    errors = gls.error_model(design)
+    rho = float(np.clip(errors.rho, -MAX_RHO, MAX_RHO))
+    sigma = errors.sigma
     proxy_score, stratifier_score, about = _directions(panel, params.audit.circular_threshold)
     explained = np.var(lagged[rows]) / np.var(y[rows]) if np.var(y[rows]) > 0 else np.nan
     shifts, spreads = {}, {}
@@ -184,37 +187,6 @@ def fit_source(panel: Panel, params: Params) -> Source:
                   "lagged_share_of_variance": round(float(explained), 4),
                   "pooled_curve": np.round(curve, 4).tolist(), "true_kstar_sd": spreads})
     return Source(panel, K, x, curve, intercept, rho, sigma, proxy_score, stratifier_score, shifts, about)
-
-
-def _ar1(residual: np.ndarray) -> float:
-    """The AR(1) coefficient of ``residual`` (..., T), pooled over every pair of consecutive values (NaN: none)."""
-    before, after = residual[..., :-1], residual[..., 1:]
-    pairs = np.isfinite(before) & np.isfinite(after)
-    return float(np.sum(before[pairs] * after[pairs]) / np.sum(before[pairs] ** 2))
-
-
-RHO_GRID = np.round(np.arange(-0.9, 0.9901, 0.01), 2)  # the AR(1) coefficients _debiased_ar1 tries
-RHO_DRAWS = 20  # ... each on this many simulated panels (the same shocks for all: a smooth, monotone search)
-
-
-def _debiased_ar1(estimate: float, rows: np.ndarray, train: np.ndarray) -> float:
-    """The AR(1) coefficient whose noise, seen on ``rows`` (N, T) and centred on each entity's mean over ``train``
-    as the residuals are, gives ``estimate`` by :func:`_ar1` on average. Centring on a short window biases the
-    estimate toward zero (by about (1 + rho) / T, Nickell's bias; -0.08 at rho 0.5 on 40 entities x 15 steps), so
-    surrogates built on the raw estimate would be less persistent than their panel."""
-    shocks = np.random.default_rng([SALT, 1]).normal(size=(RHO_DRAWS, *rows.shape))
-    count = np.maximum(train.sum(axis=1), 1)[None, :]
-    best = (np.inf, estimate)
-    for rho in RHO_GRID:
-        noise = np.empty_like(shocks)
-        noise[..., 0] = shocks[..., 0] / np.sqrt(1 - rho**2)
-        for t in range(1, rows.shape[1]):
-            noise[..., t] = rho * noise[..., t - 1] + shocks[..., t]
-        centred = noise - (np.where(train, noise, 0.0).sum(axis=-1) / count)[..., None]
-        gap = abs(_ar1(np.where(rows, centred, np.nan)) - estimate)
-        if gap < best[0]:
-            best = (gap, float(rho))
-    return best[1]
 
 
 SHIFT_GRID = 241  # multipliers of the score tried for each spread, from 0 to 6 times the spread
@@ -374,7 +346,7 @@ def _interval(successes: int, trials: int) -> list[float] | None:
 RECORD = "panel_matched.json"  # beside the study's table: its settings, what the surrogates were made from, the rates
 # the version of how surrogates are made and what a study records, beside the rules' version: a study of another
 # version no longer describes these surrogates. Raise it with any change to the surrogates or their methods
-SURROGATE_VERSION = 1
+SURROGATE_VERSION = 2
 
 
 def panel_digest(panel: Panel) -> str:

@@ -14,12 +14,14 @@ judged against the comparators of its own family (:data:`FAMILIES`); the audit g
   * **L0 forecast**: the reference beats every comparator (every other method and persistence) on the same test
     rows, one-sided, with uncertainty over seeds (Wilcoxon) and over entities (entity block bootstrap), Holm over
     the comparators. Ruled out when some comparator beats it the same way.
-  * **L1 heterogeneity**: held-out evidence that the proxies hold the *lags*: the reference beats its family's
-    shared-lag twin (No-AC-Encoder, or the shared distributed lag), its twin trained on shuffled proxies, and its
-    proxy twin, which may use the proxies for everything except the lags (the level, the size of the lagged effect:
-    the Proxy Shared-Gate, or the proxy-scaled distributed lag), each over seeds and over entities (all must be
-    beaten, so no correction); and a practical spread of k* across entities (``audit.practical_sd``; the
-    calibration measures the rule with it at zero too, so it is not the only guard).
+  * **L1 heterogeneity**: evidence that the proxies hold the *lags*. For the moderated distributed lag, in-sample
+    under the panel's own error model (:mod:`acgate.audit.gls`: feasible GLS with AR(1) errors and entity noise
+    scales, every observed target step): the moderated curves beat the shared shape scaled freely for each entity
+    (anything may set the size of the lagged effect, not the lags) and the shared curve, each by its GLS F statistic
+    judged against permutations of the proxies across entities (both must be beaten, so no correction). For AC-GATE,
+    held out: it beats its shared-lag twin (No-AC-Encoder), its twin trained on shuffled proxies and its proxy twin
+    (the Proxy Shared-Gate), each over seeds and over entities. Both also need a practical spread of k* across entities
+    (``audit.practical_sd``; the calibration measures the rule with it at zero too, so it is not the only guard).
   * **L2 alignment**: only when L1 is supported (the held-out evidence that k* carries lags beyond what the proxies
     do otherwise), the k* ordering is reproducible across seeds (where seeds share entities), and some stratifier
     that the proxies do not carry jointly aligns with k* beyond chance (entity permutation, Holm over stratifiers),
@@ -30,7 +32,7 @@ judged against the comparators of its own family (:data:`FAMILIES`); the audit g
 
 Every cell warns when its tests cannot reach alpha with the seeds there are (:func:`seed_floor_warning`), and the
 audit adds a statement apart from the layers, whatever the proxies say: whether the entities' lags differ at all
-(:func:`lags_differ_verdict`).
+(:func:`lags_differ_verdict`: a pooled GLS test of every entity's own curves against a shared shape).
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ from acgate.statistics import (
 
 # the version of the rules below, recorded with a calibration (tables/audit_calibration.json): a calibration measured
 # under another version no longer describes them. Raise it with any change to a rule or to what a rule reads
-RULES_VERSION = 2
+RULES_VERSION = 3
 VERDICTS = ("supported", "not certified", "ruled out", "not claimed")
 LAYERS = ("L0", "L1", "L2", "L3")
 
@@ -392,11 +394,12 @@ def seed_floor_warning(nonzero_pairs: int, level: float, two_sided: bool = False
 
 def calibrated_verdicts(cfg: AuditConfig, l1: pd.DataFrame, heldout: pd.DataFrame, agreement: pd.DataFrame,
                         l2_summary: pd.DataFrame, l3: pd.DataFrame, wilcoxon: pd.DataFrame,
-                        has_stratifiers: bool, shared_entities: bool) -> dict:
+                        has_stratifiers: bool, shared_entities: bool, lag_tests: pd.DataFrame | None = None) -> dict:
     """The L0-L3 verdicts of the calibrated rules for the reference method, ``cfg.reference``.
 
     L0: held-out test loss against every comparator, over seeds and over entities, Holm over the comparators; L1:
-    held-out loss against the reference's twins (:func:`heterogeneity_comparators`) and the practical spread of k*;
+    for a gate model, held-out loss against the reference's twins (:func:`heterogeneity_comparators`), for the
+    classical reference the in-sample GLS interaction tests (``lag_tests``), and the practical spread of k*;
     L2: stratifier alignment (:func:`aligned_stratifiers`), gated by L1 and the seed agreement of k*; L3:
     :func:`l3_verdict`, one-sided. The module docstring and each cell's ``rule`` state the rules in full.
 
@@ -428,6 +431,10 @@ def calibrated_verdicts(cfg: AuditConfig, l1: pd.DataFrame, heldout: pd.DataFram
     shared_entities : bool
         Whether every seed has the same entities and targets (one real panel): L0 then warns that the Wilcoxon over
         seeds measures training randomness only.
+    lag_tests : pandas.DataFrame or None, default None
+        The audit's in-sample GLS lag tests (``acgate.audit.domain_audit.lag_tests``), one row per panel, with
+        columns p_vs_entity_scaled, p_vs_shared, kstar_sd and note; read by the classical reference's L1 (None or
+        empty: not testable).
 
     Returns
     -------
@@ -435,7 +442,8 @@ def calibrated_verdicts(cfg: AuditConfig, l1: pd.DataFrame, heldout: pd.DataFram
         Layer ("L0", "L1", "L2", "L3") -> its verdict cell (:func:`cell`).
     """
     heldout, wilcoxon = of_reference(heldout, cfg.reference), of_reference(wilcoxon, cfg.reference)
-    l1_cell = _heterogeneity(cfg, l1, heldout)
+    l1_cell = (_heterogeneity(cfg, l1, heldout) if cfg.reference in GATE_METHODS else
+               _interactions(cfg, l1, pd.DataFrame() if lag_tests is None else lag_tests))
     return {"L0": _forecast(cfg, heldout, shared_entities), "L1": l1_cell,
             "L2": _alignment(cfg, l1_cell, agreement, l2_summary, has_stratifiers),
             "L3": l3_verdict(cfg, l3)}
@@ -501,23 +509,63 @@ def _heterogeneity(cfg: AuditConfig, l1: pd.DataFrame, heldout: pd.DataFrame) ->
                 warnings + edge_warning(cfg, mine))
 
 
-def lags_differ_verdict(cfg: AuditConfig, shapes: pd.DataFrame, l1_cell: dict) -> dict:
+KSTAR_AGREEMENT = 0.5  # the classical L1 speaks for the runs' k* only where they rank entities as the GLS fit does
+
+
+def _interactions(cfg: AuditConfig, l1: pd.DataFrame, lag_tests: pd.DataFrame) -> dict:
+    """The calibrated L1 of the classical reference: the in-sample GLS interaction tests of each panel."""
+    alpha = cfg.alpha
+    rule = (f"calibrated: supported when, in-sample under the panel's AR(1) errors and entity noise scales (feasible "
+            f"GLS, every observed target step), {cfg.reference}'s lag curves moderated by the proxies fit better than "
+            "the shared shape scaled freely for each entity (anything may set the size of the lagged effect, not the "
+            f"lags) and than the shared curve, each GLS F statistic's p from permuting the proxies across entities "
+            f"below {alpha} (Fisher's "
+            f"combination over independent panels), the GLS fit's sd_i(k*) > {cfg.practical_sd} in at least "
+            f"{cfg.l1_min_share:.0%} of panels, and the k* the runs report rank the entities as the GLS fit does "
+            f"(median Spearman >= {KSTAR_AGREEMENT}); ruled out when sd_i(k*) <= epsilon = {cfg.epsilon:g} in every "
+            "seed; else not certified")
+    mine = l1[l1.method == cfg.reference] if len(l1) else l1
+    if mine.empty:
+        return cell("not claimed", rule, f"no runs of {cfg.reference}")
+    if mine.degenerate_paper.all():
+        return cell("ruled out", rule, f"sd(k*) <= epsilon in every seed (mean {mine.kstar_sd.mean():.3g})",
+                    edge_warning(cfg, mine))
+    tested = lag_tests[np.isfinite(lag_tests.p_vs_entity_scaled)] if len(lag_tests) else lag_tests
+    if tested.empty:
+        notes = "; ".join(dict.fromkeys(n for n in lag_tests.note if isinstance(n, str) and n)) if len(lag_tests) \
+            else "no panel"
+        return cell("not certified", rule, f"not testable: {notes}", edge_warning(cfg, mine))
+    p_scaled, p_shared = (float(tested[c].iloc[0]) if len(tested) == 1 else fisher_combined(tested[c])
+                          for c in ("p_vs_entity_scaled", "p_vs_shared"))
+    share = float((tested.kstar_sd > cfg.practical_sd).mean())
+    first = tested.iloc[0]
+    evidence = (f"vs the entity-scaled shape: p {format_p(p_scaled)}; vs the shared curve: p {format_p(p_shared)} "
+                f"({int(first.permutations)} proxy permutations, {len(tested)} panel(s); AR(1) rho "
+                f"{tested.rho.mean():.2f} after the centring bias, {first.rho_raw:.2f} raw); GLS sd(k*) > "
+                f"{cfg.practical_sd} in {share:.0%} of panels (mean sd {tested.kstar_sd.mean():.3f}); the runs' k* "
+                f"against the GLS fit's: Spearman {tested.kstar_agreement.median():.2f}")
+    agree = bool(tested.kstar_agreement.median() >= KSTAR_AGREEMENT)  # NaN (no run to compare): not shown
+    supported = p_scaled < alpha and p_shared < alpha and share >= cfg.l1_min_share and agree
+    return cell("supported" if supported else "not certified", rule, evidence, edge_warning(cfg, mine))
+
+
+def lags_differ_verdict(cfg: AuditConfig, lag_tests: pd.DataFrame, l1_cell: dict) -> dict:
     """Whether the entities' lags differ at all, whatever the proxies say: a statement apart from the layers.
 
-    It reads the per-entity F-tests of lag-curve shape (:func:`acgate.models.classical.shape_heterogeneity`, one row
-    per panel). Supported when at least ``audit.lags_differ_share`` of the tested entities of all panels reject the
-    shared shape at 0.05 and the combined p is below alpha: the panel's p (Fisher's combination of its entities' p)
-    where one panel was tested, else Fisher's combination of the panels' p. Not claimed when no panel could be tested;
-    else not certified. With L1 (the reference's calibrated heterogeneity cell) the reading says whether the proxies
-    explain the difference.
+    It reads the pooled GLS test of every entity's own lag curves against a shared shape scaled for each
+    (:func:`acgate.audit.gls.shape_test`, one row per panel). Supported when its p (a parametric bootstrap's; Fisher's
+    combination of the panels' p where several were tested) is below alpha; not claimed when no panel could be
+    tested; else not certified. With L1 (the reference's calibrated heterogeneity cell) the reading says whether the
+    proxies explain the difference.
 
     Parameters
     ----------
     cfg : AuditConfig
-        The audit settings; reads ``alpha`` and ``lags_differ_share``.
-    shapes : pandas.DataFrame
-        The audit's lag_shapes table, one row per panel (one per seed, or one where the seeds share their panel), with
-        columns seed, entities (the entities tested), p (NaN when none could be), share_below_05 and note (why not).
+        The audit settings; reads ``alpha``.
+    lag_tests : pandas.DataFrame
+        The audit's lag_tests table, one row per panel (one per seed, or one where the seeds share their panel), with
+        columns differ_entities (the entities tested), differ_p (NaN when none could be), differ_share_below_05,
+        differ_rho and differ_note (why not).
     l1_cell : dict
         The reference's calibrated L1 cell; only its ``verdict`` is read.
 
@@ -528,26 +576,28 @@ def lags_differ_verdict(cfg: AuditConfig, shapes: pd.DataFrame, l1_cell: dict) -
         say together; empty when not claimed.
     """
     alpha = cfg.alpha
-    rule = (f"supported when at least {cfg.lags_differ_share:.0%} of entities reject, at 0.05, that their own "
-            "distributed-lag curves have the pooled curve shape scaled for them (an F-test per entity on its "
-            "training and validation targets: the size of the lagged effect may differ, the shape not), and Fisher's "
-            f"combination of every entity's p is below {alpha}; else not certified")
-    tested = shapes[np.isfinite(shapes.p)] if len(shapes) else shapes
+    rule = ("supported when every entity's own distributed-lag curves fit better than the pooled curve shape scaled "
+            "for each entity (the size of the lagged effect may differ, the shape not), by one F statistic pooled "
+            "over the entities on the panel's GLS-transformed series (AR(1) errors, entity noise scales), its p from "
+            f"a parametric bootstrap of the fitted shared shape below {alpha}; else not certified")
+    tested = lag_tests[np.isfinite(lag_tests.differ_p)] if "differ_p" in lag_tests else lag_tests.iloc[:0]
     if tested.empty:
-        notes = "; ".join(dict.fromkeys(shapes.note)) if len(shapes) else "no panel"
+        notes = "; ".join(dict.fromkeys(n for n in lag_tests.get("differ_note", pd.Series(dtype=str))
+                                        if isinstance(n, str) and n)) or "no panel"
         return {**cell("not claimed", rule, f"not testable: {notes}"), "reading": ""}
-    p = float(tested.p.iloc[0]) if len(tested) == 1 else fisher_combined(tested.p)
-    share = float(np.average(tested.share_below_05, weights=tested.entities))
-    evidence = (f"{share:.0%} of {int(tested.entities.sum())} entity tests reject a shared shape at 0.05 "
-                f"({len(tested)} panel(s)); Fisher p {format_p(p)}")
-    verdict = "supported" if p < alpha and share >= cfg.lags_differ_share else "not certified"
+    p = float(tested.differ_p.iloc[0]) if len(tested) == 1 else fisher_combined(tested.differ_p)
+    share = float(np.average(tested.differ_share_below_05, weights=tested.differ_entities))
+    evidence = (f"pooled over {int(tested.differ_entities.sum())} entities ({len(tested)} panel(s)): p {format_p(p)} "
+                f"({int(tested.differ_draws.iloc[0])} bootstrap draws; AR(1) rho {tested.differ_rho.mean():.2f}); "
+                f"{share:.0%} of the entities' own tests reject at 0.05")
+    verdict = "supported" if p < alpha else "not certified"
     explained = l1_cell["verdict"] == "supported"
     if verdict == "supported":
         reading = ("the lags differ, and the proxies hold them (L1 supported)" if explained else
                    "the lags differ, but the proxies do not explain them (L1 not supported): look for what does")
     else:
-        reading = ("the per-entity tests alone do not show it (each entity has few targets), but L1 finds lags the "
-                   "proxies hold" if explained else "not shown: too few entities reject a shared lag shape")
+        reading = ("the pooled test does not show it, but L1 finds lags the proxies hold" if explained else
+                   "not shown: this panel's pooled test cannot tell the entities' lags apart")
     return {**cell(verdict, rule, evidence), "reading": reading}
 
 

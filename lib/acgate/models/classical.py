@@ -101,7 +101,7 @@ def design(windows: np.ndarray, y: np.ndarray, basis: np.ndarray, labels: np.nda
                   observed & (labels == "val")[None, :])
 
 
-def _within(values: np.ndarray, rows: np.ndarray) -> np.ndarray:
+def within(values: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """values (N, S, ...) minus each entity's mean over its ``rows`` (N, S); zero outside them."""
     mask = rows.reshape(rows.shape + (1,) * (values.ndim - 2))
     count = np.maximum(rows.sum(axis=1), 1).reshape((-1,) + (1,) * (values.ndim - 2))
@@ -121,7 +121,7 @@ def ridge_within(Z: np.ndarray, y: np.ndarray, rows: np.ndarray, penalised: np.n
     each ridge penalty (per training row) on the ``penalised`` (C,) coefficients: the within-entity least squares
     with penalty  n_rows * penalty * ||beta[penalised]||^2. Penalty 0 is ordinary least squares with entity
     dummies (a test checks it against statsmodels)."""
-    Zw, yw = _within(Z, rows)[rows], _within(y, rows)[rows]
+    Zw, yw = within(Z, rows)[rows], within(y, rows)[rows]
     gram, moment = Zw.T @ Zw, Zw.T @ yw
     return [np.linalg.lstsq(gram + len(yw) * share * np.diag(penalised.astype(float)), moment, rcond=None)[0]
             for share in penalties]
@@ -181,8 +181,8 @@ def stage_one(d: Design) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     P = F * J; zero for the others."""
     n, _, n_feat, size = d.U.shape
     width = n_feat * size
-    X = _within(d.U.reshape(n, -1, width), d.train)  # (N, S, P)
-    y = _within(d.y, d.train)
+    X = within(d.U.reshape(n, -1, width), d.train)  # (N, S, P)
+    y = within(d.y, d.train)
     gram = np.einsum("nsp,nsr->npr", X, X)
     rows = d.train.sum(axis=1)
     usable = (rows >= width + 3) & (np.linalg.matrix_rank(gram) == width)
@@ -269,7 +269,7 @@ def _scaled_curves(d: Design, q: np.ndarray, shape: np.ndarray, share: float) ->
                             np.zeros(n_feat * size, dtype=bool), (0.0,))[0]
         shape = flat.reshape(n_feat, size)
         theta = np.einsum("nf,fj->nfj", scale, shape)
-        residual = _within(d.y - np.einsum("nsfj,nfj->ns", d.U, theta), d.train)
+        residual = within(d.y - np.einsum("nsfj,nfj->ns", d.U, theta), d.train)
         rss = float(np.sum(residual[d.train] ** 2))
         if last - rss <= SCALED_TOLERANCE * max(rss, 1e-12):
             break
@@ -348,70 +348,3 @@ def fit_classical(panel: Panel, params: Params, method: str) -> ClassicalFit:
              "val_mse_standardised": mse, **fit.facts}
     return ClassicalFit(panel, K, method, np.einsum("nfj,kj->nfk", fit.theta, basis),
                         norm.Y.inverse(fit.predict(d.U)), facts, time.perf_counter() - start)
-
-
-HETEROGENEITY_BASIS = 4  # J of each entity's own curves in the lag-shape heterogeneity test
-HETEROGENEITY_ROUNDS = 30  # alternating least squares rounds of its null model
-
-
-def entity_shape_tests(panel: Panel, max_lag: int, basis_size: int = HETEROGENEITY_BASIS) -> pd.DataFrame:
-    """Do the entities' lag curves differ in shape, whatever the proxies say? Per entity, on its training and
-    validation targets (standardised as for the fits above), an F-test of its own curves (J free numbers per
-    feature, with its intercept) against the pooled shape scaled for it (one scale per feature: the size of the
-    lagged effect may differ, the lags may not). The pooled shapes come from every testable entity by alternating
-    least squares and are taken as known. One row per testable entity: entity, rows, F, df_extra, df_residual, p
-    (an entity needs J F + 3 targets or more); a constant or noiseless target leaves none."""
-    from scipy import stats
-
-    columns = ["entity", "rows", "F", "df_extra", "df_residual", "p"]
-    norm = Normalisers.fit(panel)
-    windows = lag_windows(norm.X.transform(panel.X), max_lag)
-    y = norm.Y.transform(panel.Y)[:, max_lag:]
-    labels = panel.target_split(max_lag)
-    rows = np.isfinite(y) & np.isin(labels, ("train", "val"))[None, :] & np.isfinite(windows).all(axis=(2, 3))
-    n, s_len, n_feat = windows.shape[:3]
-    size = min(basis_size, max_lag)
-    U = _within(np.einsum("nsfk,kj->nsfj", np.nan_to_num(windows), lag_basis(max_lag, size)), rows)
-    y = _within(np.nan_to_num(y), rows)
-    width, count = n_feat * size, rows.sum(axis=1)
-    flat = U.reshape(n, s_len, width)
-    gram = np.einsum("nsp,nsr->npr", flat, flat)
-    usable = (count >= width + 3) & (np.linalg.matrix_rank(gram) == width)
-    if usable.sum() < 2 or width == n_feat:  # one basis function per feature: no shape to compare
-        return pd.DataFrame(columns=columns)
-    U, y, flat, gram, count = U[usable], y[usable], flat[usable], gram[usable], count[usable]
-    own = np.einsum("npr,nr->np", np.linalg.inv(gram), np.einsum("nsp,ns->np", flat, y))
-    rss_own = np.sum((y - np.einsum("nsp,np->ns", flat, own)) ** 2, axis=1)
-    if rss_own.sum() <= 1e-12 * max(np.sum(y**2), 1e-12):
-        return pd.DataFrame(columns=columns)
-    shape = np.linalg.lstsq(flat.reshape(-1, width), y.reshape(-1), rcond=None)[0].reshape(n_feat, size)
-    for _ in range(HETEROGENEITY_ROUNDS):
-        norms = np.linalg.norm(shape, axis=1, keepdims=True)
-        shape = shape / np.where(norms > 0, norms, 1.0)
-        driven = np.einsum("nsfj,fj->nsf", U, shape)  # (n, S, F)
-        scale = np.einsum("nfg,ng->nf", np.linalg.pinv(np.einsum("nsf,nsg->nfg", driven, driven)),
-                          np.einsum("nsf,ns->nf", driven, y))
-        scaled = np.einsum("nsfj,nf->nsfj", U, scale).reshape(-1, width)
-        shape = np.linalg.lstsq(scaled, y.reshape(-1), rcond=None)[0].reshape(n_feat, size)
-    fitted = np.einsum("nsfj,nf,fj->ns", U, scale, shape)
-    rss_shared = np.maximum(np.sum((y - fitted) ** 2, axis=1), rss_own)
-    extra, residual_df = width - n_feat, count - width - 1
-    f = ((rss_shared - rss_own) / extra) / np.maximum(rss_own / residual_df, 1e-300)
-    return pd.DataFrame({"entity": panel.entities[usable], "rows": count, "F": f, "df_extra": extra,
-                         "df_residual": residual_df, "p": stats.f.sf(f, extra, residual_df)}, columns=columns)
-
-
-def shape_heterogeneity(panel: Panel, max_lag: int) -> dict:
-    """:func:`entity_shape_tests` in one p: the entities' p-values combined by Fisher's method. Returns ``entities``
-    (tested), ``p`` (NaN when none could be tested), ``share_below_05`` (entities with their own p < 0.05) and
-    ``note`` (why not, when not)."""
-    from acgate.statistics import fisher_combined
-
-    tests = entity_shape_tests(panel, max_lag)
-    if tests.empty:
-        return {"entities": 0, "p": np.nan, "share_below_05": np.nan,
-                "note": f"no entity testable: each needs {HETEROGENEITY_BASIS} lag-curve numbers per feature plus 3 "
-                        "training and validation targets, inputs that vary, and a target its curves do not fit "
-                        "exactly"}
-    return {"entities": len(tests), "p": fisher_combined(tests.p), "share_below_05": float(np.mean(tests.p < 0.05)),
-            "note": ""}

@@ -1,0 +1,128 @@
+"""The in-sample GLS lag tests (acgate.audit.gls): the F statistics are statsmodels' weighted least squares on the
+quasi-differenced panel written out by hand, the permutation p is the brute-force count, and the error model recovers
+the AR(1) coefficient and the entity noise scales of a panel whose lag curves differ by entity."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import statsmodels.api as sm
+
+from acgate.audit import calibration, gls
+from acgate.config import load_params
+from acgate.models.classical import lag_basis, lag_profile, moderators
+from acgate.models.lags import effective_lag
+
+ROOT = Path(__file__).resolve().parents[2]
+K, J, RHO = 6, 3, 0.6
+
+
+@pytest.fixture(scope="module")
+def small():
+    """A small panel's design (12 entities, 20 steps, 2 features, gaps in two entities' rows), moderators of two
+    proxies and a fixed error model (rho 0.6, entity scales 0.5 to 2)."""
+    rng = np.random.default_rng(3)
+    n, s_len = 12, 20
+    U = rng.normal(size=(n, s_len, 2, J))
+    rows = np.ones((n, s_len), dtype=bool)
+    rows[3, 5:7] = False
+    rows[7, :2] = False
+    y = np.where(rows, rng.normal(size=(n, s_len)) + 0.3 * U[:, :, 0, 0] * np.linspace(-1, 1, n)[:, None], 0.0)
+    U = np.where(rows[..., None, None], U, 0.0)
+    design = gls.LagDesign(U, y, rows, lag_basis(K, J))
+    q = moderators(rng.normal(size=(n, 2)), shared=False)
+    pairs = np.zeros_like(rows)
+    pairs[:, 1:] = rows[:, 1:] & rows[:, :-1]
+    errors = gls.ErrorModel(RHO, rng.uniform(0.5, 2.0, n), pairs, RHO, np.zeros(len(gls.RHO_GRID)))
+    return design, q, errors
+
+
+def by_hand(design, q, errors):
+    """The two F tests of gls.interaction_test, written out: Cochrane-Orcutt quasi-differences on consecutive observed
+    steps, entity dummies (1 - rho), weights 1 / sigma_i^2, statsmodels WLS and compare_f_test. Returns (F, df) against
+    the entity-scaled shape, (F, df) against the shared curve, and the moderated model's k* (N,)."""
+    n, s_len, n_feat, size = design.U.shape
+    y, X, dummies, entity = [], [], [], []
+    for i in range(n):
+        for s in range(1, s_len):
+            if design.rows[i, s] and design.rows[i, s - 1]:
+                y.append(design.y[i, s] - RHO * design.y[i, s - 1])
+                X.append((design.U[i, s] - RHO * design.U[i, s - 1]).reshape(-1))
+                dummies.append(np.eye(n)[i] * (1 - RHO))
+                entity.append(i)
+    y, X, dummies, entity = np.array(y), np.array(X), np.array(dummies), np.array(entity)
+    weights = 1 / errors.sigma[entity] ** 2
+    moderated = np.einsum("rp,rm->rpm", X, q[entity]).reshape(len(y), -1)
+    fit = lambda columns: sm.WLS(y, np.hstack(columns), weights=weights).fit()  # noqa: E731
+    shared, full = fit([dummies, X]), fit([dummies, moderated])
+    shape = shared.params[n:].reshape(n_feat, size).copy()
+    shape /= np.linalg.norm(shape, axis=1, keepdims=True)
+    driven = np.einsum("rfj,fj->rf", X.reshape(-1, n_feat, size), shape)  # each feature's shape, per row
+    own_scales = np.einsum("rf,rn->rnf", driven, dummies / (1 - RHO)).reshape(len(y), -1)  # an entity's own columns
+    scaled, both = fit([dummies, own_scales]), fit([dummies, own_scales, moderated])
+    f_scaled, _, df_scaled = both.compare_f_test(scaled)
+    f_shared, _, df_shared = full.compare_f_test(shared)
+    theta = np.einsum("fjm,nm->nfj", full.params[n:].reshape(n_feat, size, -1), q)
+    kstar = effective_lag(lag_profile(np.einsum("nfj,kj->nfk", theta, design.basis)))
+    return (f_scaled, df_scaled), (f_shared, df_shared), kstar
+
+
+def test_the_f_statistics_are_statsmodels_wls_on_the_quasi_differenced_panel(small):
+    design, q, errors = small
+    row, kstar = gls.interaction_test(design, q, errors, 0, np.random.default_rng(0))
+    (f_scaled, df_scaled), (f_shared, df_shared), kstar_by_hand = by_hand(design, q, errors)
+    assert row["df_vs_entity_scaled"] == df_scaled and row["df_vs_shared"] == df_shared
+    assert row["f_vs_entity_scaled"] == pytest.approx(f_scaled, rel=1e-8)
+    assert row["f_vs_shared"] == pytest.approx(f_shared, rel=1e-8)
+    np.testing.assert_allclose(kstar, kstar_by_hand, rtol=1e-8)
+
+
+def test_the_permutation_p_is_the_brute_force_count(small):
+    """p = (1 + #{F_b >= F}) / (B + 1) over the permutations the generator draws, each F_b from statsmodels."""
+    design, q, errors = small
+    row, _ = gls.interaction_test(design, q, errors, 19, np.random.default_rng(5))
+    (f_scaled, _), (f_shared, _), _ = by_hand(design, q, errors)
+    rng, exceed = np.random.default_rng(5), np.zeros(2)
+    for _ in range(19):
+        (fb_scaled, _), (fb_shared, _), _ = by_hand(design, q[rng.permutation(len(q))], errors)
+        exceed += [fb_scaled >= f_scaled, fb_shared >= f_shared]
+    assert (row["p_vs_entity_scaled"], row["p_vs_shared"]) == tuple((1 + exceed) / 20)
+
+
+@pytest.mark.parametrize("rho", [0.5, 0.9])
+def test_the_error_model_recovers_rho_and_the_entity_scales_where_the_lags_differ(rho):
+    """Every entity its own lag curve (in the basis), AR(1) noise with entity scales 0.5 to 2: the per-entity fits hold
+    the lag differences, so the noise model is the noise's, not the lags' (a one-curve fit would fold them in)."""
+    rng = np.random.default_rng(11)
+    n, t_len = 150, 36
+    basis = lag_basis(K, 4)
+    curves = basis @ rng.normal(0, 0.5, size=(4, n))  # (K, N)
+    x = np.zeros((n, t_len))
+    for t in range(1, t_len):
+        x[:, t] = 0.5 * x[:, t - 1] + rng.normal(size=n)
+    sigma = rng.uniform(0.5, 2.0, n)
+    noise = np.zeros((n, t_len))
+    noise[:, 0] = rng.normal(size=n) * sigma / np.sqrt(1 - rho**2)
+    for t in range(1, t_len):
+        noise[:, t] = rho * noise[:, t - 1] + sigma * rng.normal(size=n)
+    windows = np.stack([x[:, K - k:t_len - k] for k in range(1, K + 1)], axis=-1)  # (N, S, K)
+    y = rng.normal(size=(n, 1)) + np.einsum("nsk,kn->ns", windows, curves) + noise[:, K:]
+    U = np.einsum("nsk,kj->nsj", windows, basis)[:, :, None, :]
+    design = gls.LagDesign(U, y, np.ones(y.shape, dtype=bool), basis)
+    errors = gls.error_model(design)
+    assert errors.rho == pytest.approx(rho, abs=0.05) and errors.rho_raw < rho - 0.05  # the raw estimate is biased
+    assert np.corrcoef(errors.sigma, sigma)[0, 1] > 0.9
+    assert np.median(errors.sigma / sigma) == pytest.approx(1.0, abs=0.1)
+
+
+@pytest.mark.parametrize(("scenario", "differ"), [("random_lags", True), ("linear", True), ("effect_size", False),
+                                                  ("homogeneous_lags", False), ("noise_scale", False)])
+def test_lags_differ_whatever_the_proxies_say(scenario, differ):
+    """The pooled shape test finds lags that differ, with or without the proxies' help, and not a shared lag whose
+    size or noise the proxies set (one calibration panel each; tables/audit_calibration has the rates)."""
+    params = load_params(ROOT / "params" / "audit_calibration.yaml")
+    panel = calibration.draw_panel(scenario, params, 11)
+    design = gls.lag_design(panel, params.model.max_lag)
+    found = gls.shape_test(design, gls.error_model(design), gls.SHAPE_DRAWS, np.random.default_rng(0))
+    assert found["entities"] == panel.n_entities
+    assert (found["p"] < 0.05) == differ, found
