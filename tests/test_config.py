@@ -157,6 +157,20 @@ def test_missing_file_and_bad_yaml(tmp_path):
         load_params(tmp_path / "bad.yaml")
 
 
+def test_a_key_given_twice_or_an_alias_is_an_error_with_its_line(tmp_path):
+    """The second of two model: sections silently replaced the first (max_lag back to 10); an alias can expand a 1 KB
+    file into gigabytes. Both stop with the line and the fix."""
+    base = (ROOT / "params" / "synthetic_linear.yaml").read_text()
+    (tmp_path / "twice.yaml").write_text(base + "\nmodel:\n  max_lag: 4\n\nmodel:\n  hidden: 16\n")
+    with pytest.raises(ParamsError, match=r"key 'model' is given twice \(first on line \d+\).*merge them"):
+        load_params(tmp_path / "twice.yaml")
+    bomb = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{c}: &{c} [{', '.join([f'*{p}'] * 9)}]\n" for p, c in zip("abcdefgh", "bcdefghi", strict=True))
+    (tmp_path / "bomb.yaml").write_text(bomb + "n_seeds: *i\n")
+    with pytest.raises(ParamsError, match="an alias .* settings files take none"):
+        load_params(tmp_path / "bomb.yaml")
+
+
 def test_reference_documents_every_key():
     text = reference_markdown()
     for section, cls in SECTIONS.items():  # data and audit included, which a synthetic params file leaves at None

@@ -366,7 +366,10 @@ def test_bad_seeds_domains_and_methods_stop_with_the_value_named(tmp_path):
                            ("domains=[synthetic_lineer]", "the params files here: "),
                            ("methods=[grouped_ardl]", "domain 'synthetic_linear': method(s) grouped_ardl not in its "
                                                       "params file"),
-                           ("seeds_per_job=0", "seeds_per_job = 0: must be a positive whole number")):
+                           ("seeds_per_job=0", "seeds_per_job = 0: must be a positive whole number"),
+                           ("run_dir=elsewhere", "config key 'run_dir' is not one of the workflow's: did you mean "
+                                                 "'runs_dir'?"),
+                           ("seed=3", "config key 'seed' is not one of the workflow's: did you mean 'seeds'?")):
         done = snakemake(tmp_path, "-n", config=[*SMOKE, "domains=[synthetic_linear]", value])
         assert done.returncode != 0 and message in done.stdout + done.stderr, (value, done.stdout[-2000:])
 

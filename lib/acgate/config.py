@@ -389,11 +389,40 @@ def _merge(base: dict, overlay: dict) -> dict:
     return out
 
 
+class StrictLoader(yaml.SafeLoader):
+    """YAML as a settings file should be read: a key given twice in one mapping (the second would silently replace
+    the first: a ``model:`` section written twice) and an alias (``*name``, which can expand a small file into
+    gigabytes) are errors, with the line."""
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            mark = self.peek_event().start_mark
+            raise yaml.constructor.ConstructorError(None, None, "an alias (*name) repeats another part of the file; "
+                                                    "settings files take none: write the value out", mark)
+        return super().compose_node(parent, index)
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key '{key}' is given twice (first on line {seen[key] + 1}); the second would "
+                    "replace the first: merge them into one", key_node.start_mark)
+            seen[key] = key_node.start_mark.line
+        return super().construct_mapping(node, deep=deep)
+
+
+def read_settings(text: str):
+    """A YAML text read by :class:`StrictLoader`."""
+    return yaml.load(text, Loader=StrictLoader)  # a SafeLoader: no object of Python is built
+
+
 def _read_yaml(path: Path) -> dict:
     if not path.is_file():
         raise ParamsError(f"params file not found: {path}")
     try:
-        data = yaml.safe_load(path.read_text()) or {}
+        data = read_settings(path.read_text()) or {}
     except yaml.YAMLError as err:
         raise ParamsError(f"{path}: not valid YAML: {err}") from err
     if not isinstance(data, dict):

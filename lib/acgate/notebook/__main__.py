@@ -19,6 +19,7 @@ from pathlib import Path
 
 import yaml
 
+from acgate.config import read_settings
 from acgate.notebook.execution import execute_notebooks
 from acgate.notebook.html_view import html_view, without_iri_grammar
 
@@ -28,7 +29,7 @@ def _parameter(text: str) -> tuple[str, object]:
     if not sep or not key:
         raise argparse.ArgumentTypeError(f"expected key=value, got {text!r}")
     try:
-        return key, yaml.safe_load(value) if value else ""
+        return key, read_settings(value) if value else ""
     except yaml.YAMLError as err:
         problem = getattr(err, "problem", err)
         raise argparse.ArgumentTypeError(f"parameter {key}: {value!r} is not valid YAML ({problem}); a list is "
