@@ -331,7 +331,8 @@ def shape_test(design: LagDesign, errors: ErrorModel, draws: int, rng: np.random
     """Do the entities' lags differ at all, whatever the proxies say? Each testable entity's own curves (J numbers
     per feature) against the shared shape scaled for it (one number per feature: the size of the lagged effect may
     differ, the lags may not), on the GLS-transformed series; one F statistic pooled over the entities (their sums of
-    squares added up). An entity is testable with P + 3 transformed steps or more (P = F J) and lags that vary.
+    squares added up). An entity is testable with P + 3 transformed steps or more (P = F J) and lags that vary; a
+    target its own curves fit exactly (constant, or without noise) leaves nothing to test.
 
     Its p is a parametric bootstrap's (``draws`` panels): the fitted null (each entity's scaled shared shape, its
     intercept) plus Gaussian AR(1) noise of the estimated rho and entity scales, each draw tested as the panel is,
@@ -345,9 +346,12 @@ def shape_test(design: LagDesign, errors: ErrorModel, draws: int, rng: np.random
     fits = _EntityShapes.fit(Moments.of(design, errors), n_feat)
     row = {"entities": int(fits.usable.sum()), "rows": int(errors.rows[fits.usable].sum()), "rho": errors.rho,
            "draws": draws}
-    if fits.usable.sum() < 2 or size < 2:
+    exact = np.sum(fits.rss_own) <= 1e-12 * max(float(np.sum(design.y**2)), 1e-12)
+    if fits.usable.sum() < 2 or size < 2 or exact:
         note = ("one basis function: no lag shape to compare" if size < 2 else
-                f"fewer than two entities with {n_feat * size + 3} or more quasi-differenced steps and lags that vary")
+                f"fewer than two entities with {n_feat * size + 3} or more quasi-differenced steps and lags that vary"
+                if fits.usable.sum() < 2 else "the entities' own curves fit the target exactly (a constant or "
+                "noiseless target): no noise to test against")
         return {**row, **{c: np.nan for c in SHAPE_COLUMNS if c not in row}, "note": note}
     extra = n_feat * size - n_feat
     observed = fits.f(extra)
