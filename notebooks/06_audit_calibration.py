@@ -36,7 +36,7 @@
 # size of the test itself. 50 replicates of a negative control bound its false-support rate below 7.1 % (95 %) when
 # none is supported; 30 of a positive one put the power's lower bound at 88 % when all are.
 #
-# The calibration takes about 40 minutes on 2 cores, so `make paper` keeps a calibration measured under the current
+# The calibration takes about 67 minutes on 2 cores, so `make paper` keeps a calibration measured under the current
 # rules (`RULES_VERSION` of `acgate.audit.verdicts`, recorded in `audit_calibration.json` beside the table) and says so;
 # `make calibrate` measures it again.
 #
