@@ -519,8 +519,8 @@ def _interactions(cfg: AuditConfig, l1: pd.DataFrame, lag_tests: pd.DataFrame) -
             f"GLS, every observed target step), {cfg.reference}'s lag curves moderated by the proxies fit better than "
             "the shared shape scaled freely for each entity (anything may set the size of the lagged effect, not the "
             f"lags) and than the shared curve, each GLS F statistic's p from permuting the proxies across entities "
-            f"below {alpha} (Fisher's "
-            f"combination over independent panels), the GLS fit's sd_i(k*) > {cfg.practical_sd} in at least "
+            f"below {alpha} (Fisher's combination over independent panels), the GLS fit's sd_i(k*) > "
+            f"{cfg.practical_sd} in at least "
             f"{cfg.l1_min_share:.0%} of panels, and the k* the runs report rank the entities as the GLS fit does "
             f"(median Spearman >= {KSTAR_AGREEMENT}); ruled out when sd_i(k*) <= epsilon = {cfg.epsilon:g} in every "
             "seed; else not certified")
@@ -541,7 +541,7 @@ def _interactions(cfg: AuditConfig, l1: pd.DataFrame, lag_tests: pd.DataFrame) -
     first = tested.iloc[0]
     evidence = (f"vs the entity-scaled shape: p {format_p(p_scaled)}; vs the shared curve: p {format_p(p_shared)} "
                 f"({int(first.permutations)} proxy permutations, {len(tested)} panel(s); AR(1) rho "
-                f"{tested.rho.mean():.2f} after the centring bias, {first.rho_raw:.2f} raw); GLS sd(k*) > "
+                f"{tested.rho.mean():.2f} corrected for short series, {first.rho_raw:.2f} raw); GLS sd(k*) > "
                 f"{cfg.practical_sd} in {share:.0%} of panels (mean sd {tested.kstar_sd.mean():.3f}); the runs' k* "
                 f"against the GLS fit's: Spearman {tested.kstar_agreement.median():.2f}")
     agree = bool(tested.kstar_agreement.median() >= KSTAR_AGREEMENT)  # NaN (no run to compare): not shown
