@@ -86,7 +86,7 @@ def ar1(residual: np.ndarray, rows: np.ndarray) -> float:
     return float(np.sum(before * after) / np.sum(before**2)) if np.sum(before**2) > 0 else float("nan")
 
 
-def ar1_bias(rows: np.ndarray, regressors: np.ndarray | None = None) -> np.ndarray:
+def ar1_bias(rows: np.ndarray, regressors: np.ndarray) -> np.ndarray:
     """(len(RHO_GRID),) the mean :func:`ar1` estimate that AR(1) noise of each coefficient in :data:`RHO_GRID` gives
     when seen on ``rows`` (N, S), centred on each entity's mean over them and, with ``regressors`` (N, S, P: each
     entity's own, within-centred, zero outside ``rows``), left as the residual of each entity's least squares on its
@@ -97,10 +97,10 @@ def ar1_bias(rows: np.ndarray, regressors: np.ndarray | None = None) -> np.ndarr
     curves takes more of the noise's persistence."""
     if len(rows) > BIAS_ENTITIES:
         chosen = np.sort(np.random.default_rng([SALT, 2]).choice(len(rows), BIAS_ENTITIES, replace=False))
-        rows, regressors = rows[chosen], None if regressors is None else regressors[chosen]
+        rows, regressors = rows[chosen], regressors[chosen]
     shocks = np.random.default_rng([SALT, 1]).normal(size=(RHO_DRAWS, *rows.shape))
     count = np.maximum(rows.sum(axis=1), 1)[None, :]
-    projector = None if regressors is None else np.linalg.pinv(regressors)  # (N, P, S)
+    projector = np.linalg.pinv(regressors)  # (N, P, S)
     table = np.empty(len(RHO_GRID))
     for i, rho in enumerate(RHO_GRID):
         noise = np.empty_like(shocks)
@@ -108,8 +108,7 @@ def ar1_bias(rows: np.ndarray, regressors: np.ndarray | None = None) -> np.ndarr
         for t in range(1, rows.shape[1]):
             noise[..., t] = rho * noise[..., t - 1] + shocks[..., t]
         centred = np.where(rows, noise - (np.where(rows, noise, 0.0).sum(axis=-1) / count)[..., None], 0.0)
-        if projector is not None:
-            centred -= np.einsum("nsp,npt,dnt->dns", regressors, projector, centred, optimize=True)
+        centred -= np.einsum("nsp,npt,dnt->dns", regressors, projector, centred, optimize=True)
         table[i] = ar1(centred, np.broadcast_to(rows, centred.shape))
     return table
 
