@@ -14,11 +14,25 @@ import pandas as pd
 import pytest
 
 from acgate.config import Params, load_params
+from acgate.data import sources
 from acgate.data.panel import Panel
 from acgate.models import metrics
 
 ROOT = Path(__file__).resolve().parents[1]
 RAW_FILES = ("pwt110.dta", "owid-co2-data.csv", "owid-energy-data.csv", "wgidataset.xlsx")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def data_folders(tmp_path_factory):
+    """The tests' panel CSVs live in their temporary folders: named as a user names a folder of their own, through
+    ``$ACGATE_DATA_DIRS`` (inherited by the notebooks and workflows the tests start)."""
+    named = os.environ.get(sources.DATA_DIRS)
+    os.environ[sources.DATA_DIRS] = str(tmp_path_factory.getbasetemp())
+    yield
+    if named is None:
+        os.environ.pop(sources.DATA_DIRS)
+    else:
+        os.environ[sources.DATA_DIRS] = named
 
 
 @pytest.fixture(scope="session")
@@ -72,17 +86,17 @@ N, K = 60, 10
 
 
 def make_domain(root, domain, seeds, methods, kstar_of, shared_entities=False, noise_proxy=False,
-                error_sd=lambda method: 0.1 if method == "acgate" else 0.2, params_hash=None):
+                error_sd=lambda method: 0.1 if method == "acgate" else 0.2, params_hash=None, target=0.0):
     """Write panels and finished runs whose k* per entity is ``kstar_of(method, seed, z, rng)`` and whose test
-    predictions miss the target (0) by N(0, error_sd(method)) draws, recorded as trained under ``params_hash``
-    (default: the smoke params of ``domain``)."""
+    predictions miss the target (``target`` after time 0) by N(0, error_sd(method)) draws, recorded as trained
+    under ``params_hash`` (default: the smoke params of ``domain``)."""
     params_hash = params_hash or domain_params(domain).digest()
     for seed in seeds:
         rng = np.random.default_rng(100 + (0 if shared_entities else seed))
         z = rng.uniform(size=N)
         entities = np.array([f"c{i:02d}" for i in range(N)])
         proxy = rng.normal(size=N) if noise_proxy else z + rng.normal(0, 0.01, N)
-        y = np.zeros((N, 12), np.float32)
+        y = np.full((N, 12), target, np.float32)
         y[:, 0] = 0 if shared_entities else seed  # a new draw per seed, as a synthetic panel is (time 0 is no target)
         panel = Panel(entities=entities, times=np.arange(12), X=np.zeros((N, 12, 1), np.float32),
                       Y=y, P=np.stack([proxy, rng.normal(size=N)], 1),
@@ -101,8 +115,9 @@ def make_domain(root, domain, seeds, methods, kstar_of, shared_entities=False, n
             times = np.arange(5, 12)  # targets after K = 5 warm-up steps (the smoke profile)
             rows = pd.DataFrame({"entity": np.repeat(entities, len(times)), "time": np.tile(times, N)})
             rows["split"] = np.where(rows.time < 8, "train", np.where(rows.time < 10, "val", "test"))
-            rows["y"] = 0.0
-            rows["y_hat"] = np.random.default_rng([seed, len(method), 1]).normal(0, error_sd(method), len(rows))
+            rows["y"] = target
+            rows["y_hat"] = target + np.random.default_rng([seed, len(method), 1]).normal(0, error_sd(method),
+                                                                                          len(rows))
             rows.to_csv(out / "predictions.csv", index=False)
             (out / "history.csv").write_text("epoch,train_loss,recon_loss,val_loss\n")
             (out / "manifest.json").write_text("{}")

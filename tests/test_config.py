@@ -14,6 +14,7 @@ from acgate.config import (
     Params,
     ParamsError,
     load_params,
+    params_from_dict,
     reference_markdown,
 )
 
@@ -81,7 +82,7 @@ def test_unknown_key_names_the_key_and_the_allowed_keys(tmp_path):
 def test_lag_too_long_for_the_training_window(tmp_path):
     data = base()
     data.setdefault("model", {})["max_lag"] = 22
-    with pytest.raises(ParamsError, match=r"model.max_lag = 22 is too long .*22 steps.*must be in 1\.\.21"):
+    with pytest.raises(ParamsError, match=r"model.max_lag = 22 is too long .*22 steps.*must be in 2\.\.21"):
         load_params(write(tmp_path, data))
 
 
@@ -109,6 +110,11 @@ def test_non_positive_temperature(tmp_path, value):
     ("audit", "l3_min_spearman", -0.1, r"audit.l3_min_spearman = -0.1 .* must be a number in \[0, 1\]"),
     ("audit", "heterogeneity_comparators", ["shared_lag"], r"must be empty, or a list of distinct names from acgate"),
     ("audit", "reference", "tft", r"audit.reference = 'tft' .* one of acgate, .*moderated_dl"),
+    # one lag: every k* is 1 and L1 "ruled out" said nothing; counts that only cost memory and time are bounded
+    ("model", "max_lag", 1, r"model.max_lag = 1 .* an integer in 2..1_000 \(with one lag every k\* is 1"),
+    ("audit", "permutations", 10**9, r"audit.permutations = 1000000000 .* an integer in 1..100_000"),
+    ("audit", "bootstrap", 10**7, r"audit.bootstrap = 10000000 .* an integer in 1..100_000"),
+    ("", "n_seeds", 10**6, r"n_seeds = 1000000 .* an integer in 1..1_000"),
 ])
 def test_out_of_range_values(tmp_path, section, key, value, allowed):
     data = base()
@@ -147,6 +153,21 @@ def test_extends_cycles_and_lists_give_one_clear_line(tmp_path):
     (tmp_path / "list.yaml").write_text("extends: [a.yaml, b.yaml]\n")
     with pytest.raises(ParamsError, match=r"list.yaml: extends = \['a.yaml', 'b.yaml'\] must be one file name"):
         load_params(tmp_path / "list.yaml")
+    (tmp_path / "dot.yaml").write_text("extends: .\n")  # a folder that exists was said "not to exist"
+    with pytest.raises(ParamsError, match=r"dot.yaml: extends = '.' is the folder .*; name the params file"):
+        load_params(tmp_path / "dot.yaml")
+    with pytest.raises(ParamsError, match=r"is a folder; name a params file"):
+        load_params(tmp_path)
+
+
+def test_a_params_file_nested_or_sized_past_any_settings_file_is_refused(tmp_path):
+    """100,000 nested lists ended in a bare RecursionError; a file of megabytes is no settings file."""
+    (tmp_path / "deep.yaml").write_text("n_seeds: " + "[" * 100_000 + "]" * 100_000 + "\n")
+    with pytest.raises(ParamsError, match=r"deep.yaml: nested deeper than a settings file can be"):
+        load_params(tmp_path / "deep.yaml")
+    (tmp_path / "big.yaml").write_text("# x\n" * 400_000)
+    with pytest.raises(ParamsError, match=r"big.yaml: 1_600_000 bytes, more than a params file holds"):
+        load_params(tmp_path / "big.yaml")
 
 
 def test_missing_file_and_bad_yaml(tmp_path):
@@ -187,3 +208,16 @@ def test_reference_documents_every_key():
 def test_parameter_reference_is_current():
     reference = (ROOT / "docs" / "parameters.md").read_text()
     assert reference_markdown() in reference, "regenerate it with: python -m acgate.config docs/parameters.md"
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"time_column": "region"}, r"data.entity_column and data.time_column both name column 'region'"),
+    ({"static": ["region"]}, r"data.static names 'region', the entity column \(data.entity_column\)"),
+    ({"stratifiers": ["first:region"]}, r"data.stratifiers names 'first:region', the entity column"),
+])
+def test_the_entity_column_is_no_data_and_no_time(change, message):
+    """They ended in a bare KeyError, and in 'missing column' for a column the file has."""
+    spec = yaml.safe_load((ROOT / "params" / "example_panel.yaml").read_text())
+    spec["data"].update(change)
+    with pytest.raises(ParamsError, match=message):
+        params_from_dict(spec, "mine.yaml")

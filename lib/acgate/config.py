@@ -68,6 +68,15 @@ def _int_at_least(lo: int) -> Callable[[Any], str | None]:
     return check
 
 
+def _int_between(lo: int, hi: int, why: str) -> Callable[[Any], str | None]:
+    """An integer in lo..hi; ``why`` says what the bounds protect (a count past hi only costs time and memory)."""
+    def check(v: Any) -> str | None:
+        ok = isinstance(v, int) and not isinstance(v, bool) and lo <= v <= hi
+        return None if ok else f"an integer in {lo}..{hi:_} ({why})"
+
+    return check
+
+
 def _unit_interval_open_right(v: Any) -> str | None:
     ok = isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1
     return None if ok else "a number in [0, 1)"
@@ -230,7 +239,8 @@ class SplitConfig:
 class ModelConfig:
     """AC-GATE architecture (paper section IV and its locked-parameter appendix)."""
 
-    max_lag: int = _param(10, "maximum lag K; the first K steps of every series are warm-up context", _int_at_least(1))
+    max_lag: int = _param(10, "maximum lag K; the first K steps of every series are warm-up context",
+                          _int_between(2, 1000, "with one lag every k* is 1, and no lag can differ"))
     hidden: int = _param(64, "width d of the lag projection and of the LSTM", _int_at_least(1))
     lstm_layers: int = _param(2, "number of stacked LSTM layers", _int_at_least(1))
     dropout: float = _param(0.05, "dropout between LSTM layers", _unit_interval_open_right)
@@ -276,7 +286,8 @@ class TrainConfig:
 class AuditConfig:
     """The layered audit (paper section V): thresholds and the permutation tests."""
 
-    permutations: int = _param(2000, "B: entity-label permutations per L2 test", _int_at_least(1))
+    permutations: int = _param(2000, "B: entity-label permutations per L2 test", _int_between(
+        1, 100_000, "p resolves to 1/(B + 1); more permutations only cost time and memory"))
     permutation_seed: int = _param(0, "seed of the permutation generator", _int)
     alpha: float = _param(0.05, "significance level of every test in the verdicts", _open_unit_interval)
     epsilon: float = _param(1e-6, "L1 (paper): a seed is degenerate when sd_i(k*) <= epsilon; degenerate seeds skip L2",
@@ -288,7 +299,7 @@ class AuditConfig:
                                        "the rank multiple correlation with all proxies jointly (calibrated rule) "
                                        "reaches this, or it shares a proxy's name", _share)
     bootstrap: int = _param(2000, "entity block bootstrap resamples of the held-out loss comparisons (L0, L1)",
-                            _int_at_least(1))
+                            _int_between(1, 100_000, "more resamples only cost time and memory"))
     min_seed_agreement: float = _param(0.5, "calibrated L2 needs the median seed-to-seed Spearman of k* at least "
                                        "this where seeds share entities", _unit_interval)
     heterogeneity_comparators: tuple = _param((), "calibrated L1: methods the reference must beat on held-out loss; "
@@ -315,7 +326,8 @@ class Params:
     """One domain's resolved parameters."""
 
     domain: str = _param("synthetic_linear", "domain name; runs go to runs/<domain>/", _plain_name)
-    n_seeds: int = _param(20, "number of seeds; seeds are 0..n_seeds-1", _int_at_least(1))
+    n_seeds: int = _param(20, "number of seeds; seeds are 0..n_seeds-1", _int_between(
+        1, 1000, "each seed is a full set of runs"))
     methods: tuple = _param(GATE_METHODS, "methods trained for this domain", _methods)
     synthetic: SyntheticConfig | None = None
     data: DataConfig | None = None
@@ -418,13 +430,24 @@ def read_settings(text: str):
     return yaml.load(text, Loader=StrictLoader)  # a SafeLoader: no object of Python is built
 
 
+MAX_PARAMS_BYTES = 1 << 20  # a params file is a few kilobytes; a megabyte is no settings file
+
+
 def _read_yaml(path: Path) -> dict:
+    if path.is_dir():
+        raise ParamsError(f"{path} is a folder; name a params file (.yaml) in it")
     if not path.is_file():
         raise ParamsError(f"params file not found: {path}")
+    if path.stat().st_size > MAX_PARAMS_BYTES:
+        raise ParamsError(f"{path}: {path.stat().st_size:_} bytes, more than a params file holds (at most "
+                          f"{MAX_PARAMS_BYTES:_}); name the settings file, not a data file")
     try:
         data = read_settings(path.read_text()) or {}
     except yaml.YAMLError as err:
         raise ParamsError(f"{path}: not valid YAML: {err}") from err
+    except RecursionError:
+        raise ParamsError(f"{path}: nested deeper than a settings file can be (lists or mappings inside one another "
+                          "thousands of levels deep); a params file has sections of keys, two levels") from None
     if not isinstance(data, dict):
         raise ParamsError(f"{path}: the top level must be a mapping of keys to values")
     return data
@@ -462,11 +485,30 @@ def _check_consistency(params: Params, source: str) -> None:
         data = params.data
         if data.loader == "csv" and not data.csv_file:
             raise ParamsError(f"{source}: data.csv_file is required with data.loader = csv")
+        if data.loader == "csv":
+            _check_roles(data, source)
         if not data.first_time < split.val_start < split.test_start <= data.last_time:
             raise ParamsError(f"{source}: split years must satisfy data.first_time ({data.first_time}) < "
                               f"split.val_start ({split.val_start}) < split.test_start ({split.test_start}) <= "
                               f"data.last_time ({data.last_time})")
         check_lag_fits(model.max_lag, data.first_time, split.val_start, source)
+
+
+def _check_roles(data: DataConfig, source: str) -> None:
+    """The entity and time columns of a CSV are two columns, and the entity ids are no data: a column named as both,
+    or the entity column as a target, feature, proxy, static feature or stratifier, stops with the key that names
+    it (it ended in a KeyError, or a 'missing column' for a column the file has)."""
+    if data.entity_column == data.time_column:
+        raise ParamsError(f"{source}: data.entity_column and data.time_column both name column "
+                          f"{data.entity_column!r}; the entity ids and the times are two columns of the CSV: name each")
+    uses = [("data.target", data.target), *((f"data.{key}", spec) for key in ("features", "proxies", "static",
+                                                                             "stratifiers")
+                                            for spec in getattr(data, key))]
+    for key, spec in uses:
+        if spec.split(":", 1)[-1] == data.entity_column:
+            raise ParamsError(f"{source}: {key} names {spec!r}, the entity column (data.entity_column): the entity "
+                              "ids only say whose row it is and are no data. Remove it from "
+                              f"{key}; for a trait of each entity, add a column holding it and name that")
 
 
 def check_lag_fits(max_lag: int, first_time: int, val_start: int, source: str) -> None:
@@ -476,7 +518,7 @@ def check_lag_fits(max_lag: int, first_time: int, val_start: int, source: str) -
         raise ParamsError(
             f"{source}: model.max_lag = {max_lag} is too long for the training window "
             f"({train_steps} steps, {first_time}..{val_start - 1}): the first K steps are warm-up, "
-            f"so max_lag must be in 1..{train_steps - 1}"
+            f"so max_lag must be in 2..{train_steps - 1}"
         )
 
 
@@ -488,6 +530,9 @@ def _extends(path: Path, data: dict, seen: list[Path]) -> Path | None:
     if not isinstance(base, str) or not base:
         raise ParamsError(f"{path}: extends = {base!r} must be one file name (the params file this one builds on)")
     target = (path.parent / base).resolve()
+    if target.is_dir():
+        raise ParamsError(f"{path}: extends = {base!r} is the folder {target}; name the params file this one builds "
+                          "on (e.g. extends: economics.yaml)")
     if not target.is_file():
         raise ParamsError(f"{path}: extends = {base!r}, but {target} does not exist (a path relative to {path.name})")
     if target in seen:

@@ -473,3 +473,17 @@ def test_the_audit_repeats_the_warning_of_a_prep_that_dropped_many_entities(tmp_
     assert problems == [panel.meta["prep"]["warning"]]
     assert all(PROGRESS.match(line) for line in (f"WARNING: {problems[0]}", f"PROBLEM: {problems[0]}",
                                                  "   WARNING: indented", "[acgate seed 3] epoch 5"))
+
+
+def test_a_run_that_learnt_nothing_is_left_out_and_named(tmp_path, params):
+    """A diverged run (train.lr 1e6: test MSE 1e10 against 0.04) is evidence of nothing: it is left out with the
+    reason, the problems say so, and the reference with no run left gets no verdict rather than "ruled out"."""
+    make_domain(tmp_path, "toy", range(5), ["acgate", "uniform_lag"], recovering, target=1.0,
+                error_sd=lambda method: 1e5 if method == "acgate" else 0.2)
+    result = domain_audit.audit_domain(params("toy"), tmp_path / "runs", tmp_path / "data", 5,
+                                       ["acgate", "uniform_lag"])
+    failed = result.excluded[result.excluded.reason.str.startswith("learnt nothing")]
+    assert sorted(failed.seed) == list(range(5)) and set(failed.method) == {"acgate"}
+    assert "check train.lr" in failed.reason.iloc[0] and "learnt nothing" in result.problems[0]
+    assert {cell["verdict"] for cell in result.verdicts.values()} == {"not claimed"}, result.verdicts
+    assert "acgate" not in set(result.l0.method)

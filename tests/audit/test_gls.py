@@ -69,12 +69,12 @@ def by_hand(design, q, errors):
 
 def test_the_f_statistics_are_statsmodels_wls_on_the_quasi_differenced_panel(small):
     design, q, errors = small
-    row, kstar = gls.interaction_test(design, q, errors, 0, np.random.default_rng(0))
+    row, profile = gls.interaction_test(design, q, errors, 0, np.random.default_rng(0))
     (f_scaled, df_scaled), (f_shared, df_shared), kstar_by_hand = by_hand(design, q, errors)
     assert row["df_vs_entity_scaled"] == df_scaled and row["df_vs_shared"] == df_shared
     assert row["f_vs_entity_scaled"] == pytest.approx(f_scaled, rel=1e-8)
     assert row["f_vs_shared"] == pytest.approx(f_shared, rel=1e-8)
-    np.testing.assert_allclose(kstar, kstar_by_hand, rtol=1e-8)
+    np.testing.assert_allclose(effective_lag(profile), kstar_by_hand, rtol=1e-8)
 
 
 def test_the_permutation_p_is_the_brute_force_count(small):

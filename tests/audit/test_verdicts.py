@@ -165,3 +165,27 @@ def test_no_seed_warning_where_the_seeds_replicate_nothing(smoke_params):
     assert cell["verdict"] == "not certified" and "no test" in cell["evidence"] and not cell["warnings"]
     varied = recovery(["moderated_dl", "shared_dl"], {"moderated_dl": [0.5] * 3, "shared_dl": [1.5, 1.6, 1.7]}, seeds=3)
     assert "train more seeds (5 or more)" in verdicts.l3_verdict(cfg, varied)["warnings"][0]
+
+
+def test_the_classical_l1_and_l2_speak_for_the_gls_fit_whatever_the_runs_show(smoke_params):
+    """The moderated DL's L1 is its in-sample GLS test, and its L2 stratifies the same fit's k* (verdicts.GLS_FIT):
+    runs whose k* rank the entities otherwise (ridge-tuned on a training window) block neither, and a deterministic
+    fit has no seed agreement to check. AC-GATE's L2 reads its own k* and its seed agreement."""
+    cfg = dataclasses.replace(smoke_params.audit, reference="moderated_dl")
+    l1 = pd.DataFrame({"seed": [0, 1], "method": "moderated_dl", "kstar_sd": 0.8, "degenerate_paper": False})
+    tests = pd.DataFrame({"seed": [0], "p_vs_entity_scaled": [0.001], "p_vs_shared": [0.001], "kstar_sd": [1.2],
+                          "permutations": [999], "rho": [0.9], "rho_raw": [0.8], "kstar_agreement": [0.1],
+                          "note": [""]})
+    aligned = {"stratifier": "s", "seeds_tested": 2, "seeds_skipped": 0, "circular_joint": False,
+               "proxy_r_joint": 0.3, "alignment_rho": 0.6, "alignment_p": 0.001, "p_holm": 0.001,
+               "sign_consistency": 1.0, "alignment_lag_free_median": 0.1, "lag_free_p": 0.2}
+    summary = pd.DataFrame([{**aligned, "method": verdicts.GLS_FIT},
+                            {**aligned, "method": "moderated_dl", "alignment_rho": 0.01, "alignment_p": 0.9,
+                             "p_holm": 0.9}])
+    agreement = pd.DataFrame({"method": ["moderated_dl"], "median_rho": [0.1]})  # the runs' k* do not replicate
+    cells = verdicts.calibrated_verdicts(cfg, l1, pd.DataFrame(), agreement, summary, pd.DataFrame(), pd.DataFrame(),
+                                         True, True, tests)
+    assert cells["L1"]["verdict"] == "supported" and "Spearman 0.10" in cells["L1"]["evidence"]
+    assert cells["L2"]["verdict"] == "supported" and "rho +0.600" in cells["L2"]["evidence"]
+    assert verdicts.calibrated_verdicts(cfg, l1, pd.DataFrame(), agreement, summary.iloc[1:], pd.DataFrame(),
+                                        pd.DataFrame(), True, True, tests)["L2"]["verdict"] == "not claimed"

@@ -1,11 +1,14 @@
 """Readers on the real files in $ACGATE_RAW_DIR (skipped without it) and the downloaders against a local HTTP
 server on 127.0.0.1."""
 
+import dataclasses
+import gzip
 import hashlib
 import http.server
 import io
 import json
 import threading
+import unicodedata
 import zipfile
 from pathlib import Path
 
@@ -81,9 +84,13 @@ def test_entity_ids_are_read_exactly_as_written(tmp_path):
                               r"file to the file's own column names\): missing column\(s\) year; found region, t, v"),
     (b"region, year, v\nA, 2000, 1\n", r"\(data.entity_column = .*\): missing column\(s\) year; found region,  year,  "
                                       r"v; the header writes ' year' with spaces around the name: remove them"),
-    (b'region,year,v\nA,"2000,1\nB,2001,1\n', r"pandas cannot read it \(.*EOF inside string.*\); a quote \(\"\) that "
-                                              r"opens a field and never closes is the usual cause"),
-    (b'region,year,v\n \t\n""\nB,2001,1\n', r"column 'region' is empty on line 3"),  # a quoted empty field is a row
+    (b'region,year,v\nA,"2000,1\nB,2001,1\n', r"line 2 opens a quoted field that runs on over the next lines; a "
+                                              r"quote \(\"\) that opens a field and never closes is the usual cause"),
+    (b'region,year,v\n \t\n""\nB,2001,1\n', r"line 3 has 1 field\(s\) where the header has 3"),  # "" is a row
+    # pandas filled the missing fields with NaN without a word: a line cut short, a last line broken off
+    (b"region,year,v,w\nA,2000,1,2\nA,2001,1\n", r"line 3 has 3 field\(s\) where the header has 4 \(A,2001,1\): "
+                                                 r"the line is cut short"),
+    (b"region,year,v,w\nA,2000,1,2\nA,20", r"line 3 has 2 field\(s\) where the header has 4"),
 ])
 def test_malformed_csv_names_the_file_and_the_fix(tmp_path, content, message):
     csv = tmp_path / "mine.csv"
@@ -124,9 +131,10 @@ def test_a_line_with_more_fields_than_the_header_names_the_line_the_counts_and_t
 @pytest.mark.parametrize("cell, message", [
     ("", r"has no value on line 4 \(entity 'B'\); every row needs its time: fill it in"),
     ("NA", r"has no value on line 4 \(entity 'B'\)"),
-    ("2001.5", r"holds '2001.5' on line 4 \(entity 'B'\), not a whole number; .*number the periods as consecutive "
-               r"steps"),
+    ("2001.5", r"holds '2001.5' on line 4 \(entity 'B'\), not a whole number below 1e\+09; .*number the periods "
+               r"as consecutive steps"),
     ("inf", r"holds 'inf' on line 4 \(entity 'B'\), not a whole number"),
+    ("1e20", r"holds '1e\+20' on line 4 \(entity 'B'\), not a whole number below 1e\+09"),  # int64 wrapped it round
 ])
 def test_a_missing_or_fractional_time_names_the_line_and_the_entity(tmp_path, cell, message):
     csv = tmp_path / "mine.csv"
@@ -135,13 +143,45 @@ def test_a_missing_or_fractional_time_names_the_line_and_the_entity(tmp_path, ce
         sources.load_csv(csv, "region", "year")
 
 
+@pytest.mark.parametrize("name, writer, what", [
+    ("mine.csv", lambda path, text: path.write_bytes(gzip.compress(text)), "a gzip-compressed file: unpack it first"),
+    ("mine.csv.gz", lambda path, text: path.write_bytes(gzip.compress(text)), "a gzip-compressed file"),
+    ("mine.csv", lambda path, text: pd.DataFrame({"region": ["A"], "year": [2000]}).to_excel(path, index=False),
+     r"a zip archive, which is what an Excel workbook \(.xlsx\) is: save the sheet as 'CSV UTF-8'"),
+])
+def test_a_compressed_file_or_a_workbook_named_csv_says_what_it_is(tmp_path, name, writer, what):
+    """They were all told to re-encode with iconv -f latin1, which cannot help."""
+    path = tmp_path / name
+    writer(path, b"region,year,v\nA,2000,1\n")
+    with pytest.raises(sources.SourceError, match=rf"{name}: not a CSV but {what}") as err:
+        sources.load_csv(path, "region", "year")
+    assert "iconv" not in str(err.value)
+
+
+def test_a_year_typo_far_from_every_other_time_names_the_line(tmp_path):
+    """20003 among 2000..2011 was dropped as outside the window and its year interpolated, without a word."""
+    csv = tmp_path / "mine.csv"
+    rows = [f"{e},{t},1" for e in "AB" for t in range(2000, 2012) if (e, t) != ("B", 2003)]
+    csv.write_text("region,year,v\n" + "\n".join(rows[:17] + ["B,20003,1"] + rows[17:]) + "\n")
+    with pytest.raises(sources.SourceError, match=r"column 'year' holds 20003 on line 19 \(entity 'B'\), far from "
+                                                  r"every other time \(they lie in 2000..2011\): a typo"):
+        sources.load_csv(csv, "region", "year")
+    csv.write_text("region,year,v\n" + "\n".join(rows) + "\nB,1990,1\n")  # a real earlier year is no typo
+    assert sources.load_csv(csv, "region", "year").time.min() == 1990
+
+
 def test_ids_that_differ_only_by_spaces_around_them_are_refused_naming_both(tmp_path):
     """Ids are kept exactly as written, so 'USA ' and 'USA' were two entities, each with part of the years."""
     csv = tmp_path / "mine.csv"
     csv.write_text("region,year,v\nUSA,2000,1\nFRA,2000,1\nFRA ,2001,1\n\tUSA,2001,2\nUSA,2002,1\n")
     with pytest.raises(sources.SourceError, match=r"mine.csv: column 'region' writes the entity 'USA' in 2 ways that "
-                                                  r"differ only by spaces around it: 'USA' \(line 2\) and '\\tUSA' "
-                                                  r"\(line 5\) \(also: 'FRA'\); .*Remove the spaces"):
+                                                  r"differ only by spaces around it or by Unicode normalisation.*: "
+                                                  r"'USA' \(line 2\) and '\\tUSA' \(line 5\) \(also: 'FRA'\); "
+                                                  r".*remove the spaces"):
+        sources.load_csv(csv, "region", "year")
+    nfd, nfc = unicodedata.normalize("NFD", "Curaçao"), unicodedata.normalize("NFC", "Curaçao")  # one id, two ways
+    csv.write_text(f"region,year,v\n{nfc},2000,1\n{nfd},2001,1\n", encoding="utf-8")
+    with pytest.raises(sources.SourceError, match=r"writes the entity 'Curaçao' in 2 ways .* normalised to NFC"):
         sources.load_csv(csv, "region", "year")
     csv.write_text("region,year,v\nNew York ,2000,1\nNew York ,2001,2\n")  # written one way: one entity, as written
     assert list(sources.load_csv(csv, "region", "year").entity) == ["New York "] * 2
@@ -229,3 +269,35 @@ def test_domains_without_their_input_files_are_skipped_with_the_reason(tmp_path,
     own = load_params(ROOT / "params" / "example_panel.yaml")  # a user's CSV: the key that names it, not make data
     monkeypatch.setattr(sources, "locate_inputs", lambda params, root: ([], [root / params.data.csv_file]))
     assert missing_inputs(own, ROOT).endswith("not found (data.csv_file, relative to the project root)")
+
+
+@pytest.mark.parametrize("where", ["/etc/passwd", "../../../../../../../../etc/passwd", "link"])
+def test_a_panel_is_read_only_from_the_folders_named_for_it(where, tmp_path, monkeypatch):
+    """A params file cannot point the project at any readable file (an absolute path, a climb out of the project, a
+    link in data/raw to a file elsewhere): refused before anything is read, saying where to put the CSV; nothing of
+    the file is quoted. A folder named in $ACGATE_DATA_DIRS is read."""
+    from acgate.config import load_params
+    from acgate.data import prep
+
+    root = tmp_path / "project"
+    (root / "data" / "raw").mkdir(parents=True)
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "panel.csv").write_text("entity,time,y\nroot:x:0:0,2000,1\n")
+    (root / "data" / "raw" / "link").symlink_to(outside / "panel.csv")
+    monkeypatch.delenv(sources.DATA_DIRS, raising=False)
+    monkeypatch.delenv("ACGATE_RAW_DIR", raising=False)
+    params = load_params(ROOT / "params" / "example_panel.yaml")
+    params = dataclasses.replace(params, data=dataclasses.replace(
+        params.data, csv_file="data/raw/link" if where == "link" else where))
+    with pytest.raises(sources.SourceError) as err:
+        prep.load_long(params, root)
+    message = str(err.value)
+    assert "outside the folders a panel is read from" in message and "ACGATE_DATA_DIRS=" in message
+    assert "root:" not in message
+    with pytest.raises(sources.SourceError, match="outside the folders"):
+        sources.locate_inputs(params, root)
+    if where == "link":
+        monkeypatch.setenv(sources.DATA_DIRS, str(outside))  # the user names the folder: read
+        with pytest.raises(sources.SourceError, match="missing column"):  # read, and checked as a panel
+            prep.load_long(params, root)

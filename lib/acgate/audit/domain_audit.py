@@ -52,6 +52,7 @@ from acgate.data import sources
 from acgate.data.panel import Normalisers, Panel
 from acgate.models.baselines import persistence
 from acgate.models.classical import moderators
+from acgate.models.lags import lag_frame
 from acgate.models.metrics import TRUTHS, forecast_metrics, l3_recovery
 from acgate.runs import write_csv, write_json
 
@@ -102,6 +103,34 @@ def scored_rows(runs: list[Run], panels: dict[int, Panel], max_lag: int) -> pd.D
     rows = rows[np.isfinite(rows.y_hat) & np.isfinite(rows.y)]
     present = rows.groupby(["seed", "entity", "time"]).method.transform("nunique")
     return rows[present == rows.seed.map(rows.groupby("seed").method.nunique())].reset_index(drop=True)
+
+
+FAILED_FACTOR = 10.0  # a run this many times worse than the target's own yardsticks ...
+FAILED_GAP = 100.0  # ... and this many times worse than the best method of its seed learnt nothing
+
+
+def failed_runs(scored: pd.DataFrame) -> pd.DataFrame:
+    """The runs (seed, method, reason: :data:`EXCLUDED_COLUMNS`) that learnt nothing. On the test rows every method is
+    scored on, a run's test MSE is above :data:`FAILED_FACTOR` times the larger of persistence's MSE, the target's
+    variance (the MSE of its test mean) and a hundredth of its mean square (the floor of a constant target), and
+    above :data:`FAILED_GAP` times the best MSE of the seed's other methods, where there are any. A target that is
+    zero throughout has no scale to compare with: nothing is called failed there. Such a run (a learning rate far
+    too large, a diverged optimiser) is evidence for or against nothing, and a verdict that read it would mislead."""
+    loss = scored.assign(loss=(scored.y_hat - scored.y) ** 2)
+    rows = []
+    for seed, g in loss.groupby("seed"):
+        mse = g.groupby("method").loss.mean()
+        target = g.drop_duplicates(["entity", "time"]).y
+        yardstick = max(float(mse.get("persistence", 0.0)), float(target.var(ddof=0)), 0.01 * float(np.mean(target**2)))
+        methods = mse.drop("persistence", errors="ignore")
+        for method, value in methods.items():
+            best = methods.drop(method).min() if len(methods) > 1 else np.inf
+            if yardstick > 0 and not (value <= FAILED_FACTOR * yardstick or value <= FAILED_GAP * best):
+                rows.append({"seed": seed, "method": method, "reason": (
+                    f"learnt nothing: test MSE {value:.3g}, against {float(mse.get('persistence', np.nan)):.3g} for "
+                    f"persistence and the target's variance {float(target.var(ddof=0)):.3g}; training probably "
+                    "diverged (check train.lr and the run's history.csv), so the run is not audited")})
+    return pd.DataFrame(rows, columns=EXCLUDED_COLUMNS)
 
 
 def heldout_comparisons(scored: pd.DataFrame, cfg: AuditConfig) -> pd.DataFrame:
@@ -394,14 +423,23 @@ def audit_domain(params: Params, runs_root: Path, data_root: Path, seeds: int = 
     panels = {seed: panels[seed] for seed in sorted({r.seed for r in runs})}
     shared = shares_entities(panels)
     scored = scored_rows(runs, panels, params.model.max_lag)
+    failed = failed_runs(scored)
+    if len(failed):
+        dropped = set(zip(failed.seed, failed.method, strict=True))
+        runs = [r for r in runs if (r.seed, r.method) not in dropped]
+        excluded = pd.concat([excluded, failed], ignore_index=True)
+        scored = scored_rows(runs, panels, params.model.max_lag)
     l0 = pd.DataFrame([{"seed": seed, "method": method, **forecast_metrics(g.y.to_numpy(), g.y_hat.to_numpy(),
                                                                            g.time.to_numpy())}
                        for (seed, method), g in scored.groupby(["seed", "method"], sort=False)])
+    tests, fitted = lag_tests(panels, runs, params.model.max_lag, cfg, shared)
     l1 = _l1(runs, cfg)
     info = {seed: EntityInfo.from_panel(panel) for seed, panel in panels.items()}
     proxy_names = {p for e in info.values() for p in e.proxies.columns}
-    l2 = _l2_rows(runs, l1, info, cfg)
-    l2_summary = _l2_summary(runs, l2, info, proxy_names, cfg, shared) if not l2.empty else pd.DataFrame()
+    # L2 stratifies the runs' k*, and the GLS fit's where a classical reference ran (its calibrated L2 reads it)
+    stratified = runs + fitted if {r.method for r in runs} & set(CLASSICAL) else runs
+    l2 = _l2_rows(stratified, pd.concat([l1, _l1(fitted, cfg)], ignore_index=True), info, cfg)
+    l2_summary = _l2_summary(stratified, l2, info, proxy_names, cfg, shared) if not l2.empty else pd.DataFrame()
     l3 = _l3(runs)
     audited = {r.method for r in runs}
     references = [r for r in dict.fromkeys((cfg.reference, *verdicts.REFERENCES)) if r == cfg.reference or r in audited]
@@ -415,7 +453,7 @@ def audit_domain(params: Params, runs_root: Path, data_root: Path, seeds: int = 
     comparison = neural_vs_classical(heldout, l3, cfg)
     result = AuditResult(
         params.domain, cfg, l0, l1, l2, l2_summary, l3, wilcoxon, heldout, agreement, kstar_by_entity, comparison,
-        lag_tests(panels, runs, params.model.max_lag, cfg, shared), verdicts={}, verdicts_paper={},
+        tests, verdicts={}, verdicts_paper={},
         neural_vs_classical_verdict=comparison_verdict(comparison, cfg), excluded=excluded, kind=params.kind,
         shared_entities=shared, problems=_problems(runs, excluded, panels) + too_good_to_be_true(l0, params.kind))
     result.verdicts_by_reference = judge(result, cfg, references)
@@ -439,6 +477,12 @@ def judge(result: AuditResult, cfg: AuditConfig, references: list[str] | None = 
     tested = not result.l2.empty
     out = {}
     for reference in references:
+        if result.l1.empty or not (result.l1.method == reference).any():  # none trained, or every one left out
+            absent = {layer: verdicts.cell("not claimed", "a verdict needs audited runs of the reference",
+                                           f"no runs of {reference} were audited (excluded_runs in verdicts.json "
+                                           "says why)") for layer in verdicts.LAYERS}
+            out[reference] = {"calibrated": _with_exclusions(absent, result.excluded), "paper": absent}
+            continue
         c = reference_config(cfg, reference)
         cells = verdicts.calibrated_verdicts(c, result.l1, result.heldout, result.seed_agreement, result.l2_summary,
                                              result.l3, result.wilcoxon, tested, result.shared_entities,
@@ -583,15 +627,16 @@ def _at_edge(lags: pd.DataFrame) -> float:
 
 
 def lag_tests(panels: dict[int, Panel], runs: list[Run], max_lag: int, cfg: AuditConfig, shared: bool
-              ) -> pd.DataFrame:
+              ) -> tuple[pd.DataFrame, list[Run]]:
     """The in-sample lag tests under the panel's own error model (:mod:`acgate.audit.gls`), one row per seed's panel
     (one for all where the seeds share their panel): the seed, the columns of :data:`acgate.audit.gls.
     INTERACTION_COLUMNS` (do the proxies hold the lags: the calibrated L1 of the classical reference, with
     ``audit.permutations`` proxy permutations), ``kstar_agreement`` (the median Spearman between the k* of the
-    panel's moderated_dl runs and the GLS fit's: L1 speaks for the k* the runs report only where they agree) and the
-    columns of :data:`acgate.audit.gls.SHAPE_COLUMNS` prefixed ``differ_`` (do the lags differ at all: the
-    lags-differ statement)."""
-    rows = []
+    panel's moderated_dl runs and the GLS fit's, reported beside L1) and the columns of
+    :data:`acgate.audit.gls.SHAPE_COLUMNS` prefixed ``differ_`` (do the lags differ at all: the lags-differ
+    statement). With the table, the GLS fit's k* of every seed's panel as runs of method
+    :data:`acgate.audit.verdicts.GLS_FIT` (no forecasts), which the classical reference's L2 stratifies."""
+    rows, fitted = [], []
     for seed, panel in (list(panels.items())[:1] if shared else panels.items()):
         design = gls.lag_design(panel, max_lag)
         if not design.rows.any():
@@ -600,22 +645,25 @@ def lag_tests(panels: dict[int, Panel], runs: list[Run], max_lag: int, cfg: Audi
         q = moderators(Normalisers.fit(panel).P.transform(panel.P), shared=False)
         errors = gls.error_model(design)
         rng = np.random.default_rng([cfg.permutation_seed, 20_000, seed])
-        interaction, kstar = gls.interaction_test(design, q, errors, cfg.permutations, rng)
+        interaction, profile = gls.interaction_test(design, q, errors, cfg.permutations, rng)
+        lags = lag_frame(panel, profile, "GLS fit (in-sample, AR(1) errors)")
         mine = [r for r in runs if r.method == CLASSICAL[0] and (shared or r.seed == seed)]
         differ = gls.shape_test(design, errors, gls.SHAPE_DRAWS, rng)
-        rows.append({"seed": seed, **interaction, "kstar_agreement": _agreement(kstar, panel.entities, mine),
+        rows.append({"seed": seed, **interaction, "kstar_agreement": _agreement(lags, mine),
                      **{f"differ_{k}": v for k, v in differ.items()}})
-    return pd.DataFrame(rows, columns=LAG_TEST_COLUMNS)
+        if np.isfinite(lags.kstar).all():
+            fitted += [Run(s, verdicts.GLS_FIT, {}, lags, pd.DataFrame()) for s in (panels if shared else [seed])]
+    return pd.DataFrame(rows, columns=LAG_TEST_COLUMNS), fitted
 
 
 LAG_TEST_COLUMNS = ["seed", *gls.INTERACTION_COLUMNS, "kstar_agreement",
                     *(f"differ_{c}" for c in gls.SHAPE_COLUMNS)]
 
 
-def _agreement(kstar: np.ndarray, entities: np.ndarray, runs: list[Run]) -> float:
-    """The median over ``runs`` of the Spearman correlation between each run's k* and ``kstar`` (N,) of the
-    ``entities``, on the entities both have (NaN without a run)."""
-    fitted = pd.Series(kstar, index=entities)
+def _agreement(lags: pd.DataFrame, runs: list[Run]) -> float:
+    """The median over ``runs`` of the Spearman correlation between each run's k* and the k* of ``lags`` (a lag
+    table), on the entities both have (NaN without a run)."""
+    fitted = lags.set_index("entity").kstar
     pairs = [pd.concat([fitted, r.lags.set_index("entity").kstar], axis=1, join="inner").dropna() for r in runs]
     return float(np.median([statistics.spearman(*pair.to_numpy().T) for pair in pairs])) if pairs else np.nan
 

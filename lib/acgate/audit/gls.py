@@ -3,8 +3,8 @@
     design = lag_design(panel, max_lag)
     q = moderators(proxies, shared=False)
     errors = error_model(design)
-    proxies_hold = interaction_test(design, q, errors, permutations=2000, rng=rng)   # L1 of the classical reference
-    lags_differ = shape_test(design, errors, draws=99, rng=rng)                       # the lags-differ statement
+    proxies_hold, profile = interaction_test(design, q, errors, 2000, rng)   # L1 of the classical reference
+    lags_differ = shape_test(design, errors, draws=99, rng=rng)            # the lags-differ statement
 
 Country panels are short and persistent (economics' residuals are AR(1) about 0.95). A test that ignores the
 autocorrelation rejects on every null (the lag windows of a persistent target explain its own inertia), and a test on
@@ -252,7 +252,8 @@ def interaction_test(design: LagDesign, q: np.ndarray, errors: ErrorModel, permu
     scales, estimated on a few steps each, make it reject far too often (14 to 17 of 30 pure-noise panels at 0.05).
 
     Returns the row (:data:`INTERACTION_COLUMNS`; NaN statistics and a ``note`` when the panel cannot be tested) and
-    each entity's k* (N,) of the moderated GLS curves."""
+    each entity's lag profile (N, K) of the moderated GLS curves (:func:`acgate.models.classical.lag_profile`; its k*
+    is :func:`acgate.models.lags.effective_lag` of it)."""
     n, _, n_feat, size = design.U.shape
     m = Moments.of(design, errors)
     rows, width = int(m.count.sum()), q.shape[1]
@@ -265,7 +266,8 @@ def interaction_test(design: LagDesign, q: np.ndarray, errors: ErrorModel, permu
         note = ("no proxies to moderate the lags" if width < 2 else "one basis function: no lag shape to test"
                 if size < 2 else f"too few entities ({n}) or observed steps ({rows}) for {p_mod} curve coefficients "
                 f"and {n * n_feat} entity scales")
-        return {**row, **{c: np.nan for c in INTERACTION_COLUMNS if c not in row}, "note": note}, np.full(n, np.nan)
+        return ({**row, **{c: np.nan for c in INTERACTION_COLUMNS if c not in row}, "note": note},
+                np.full((n, len(design.basis)), np.nan))
     shape = shared_shape(m, n_feat)
     total = float(m.yy.sum())
     rss_shared = _rss(m.G.sum(axis=0), m.h.sum(axis=0), total)
@@ -283,10 +285,10 @@ def interaction_test(design: LagDesign, q: np.ndarray, errors: ErrorModel, permu
     p_perm = (1 + np.sum(draws >= np.array(observed) * (1 - 1e-12), axis=0)) / (permutations + 1)
     gram, moment = _moderated(m, q)
     theta = np.einsum("fjm,nm->nfj", np.linalg.lstsq(gram, moment, rcond=None)[0].reshape(n_feat, size, width), q)
-    kstar = effective_lag(lag_profile(np.einsum("nfj,kj->nfk", theta, design.basis)))
+    profile = lag_profile(np.einsum("nfj,kj->nfk", theta, design.basis))
     return {**row, "f_vs_entity_scaled": observed[0], "p_vs_entity_scaled": float(p_perm[0]),
-            "f_vs_shared": observed[1], "p_vs_shared": float(p_perm[1]), "kstar_sd": float(np.std(kstar)),
-            "note": ""}, kstar
+            "f_vs_shared": observed[1], "p_vs_shared": float(p_perm[1]),
+            "kstar_sd": float(np.std(effective_lag(profile))), "note": ""}, profile
 
 
 SHAPE_COLUMNS = ["entities", "rows", "rho", "f", "df_extra", "df_residual", "p", "draws", "share_below_05", "note"]

@@ -21,10 +21,14 @@ the features' training mean (zero). Targets missing in the panel stay missing. T
   sets the lagged part's size, times 0.25 to 1.75) and ``noise_scale`` (it sets the noise's scale the same way);
 - positives, each entity's curve shifted by d_i lags (linear interpolation, zero beyond the window), d_i = c times a
   standardised score, c chosen so that the entities' true k* (of their shifted curves, as the classical models
-  compute k*) have a spread (sd) of 0.5, 1 or 2 lags, or as close as the window allows: ``proxy_lags_*``,
-  the score is the proxies' direction, so the proxies hold the lags (the truth of L1, L2 and L3 is "supported");
-  ``stratifier_lags_*``, the score is the part of a stratifier the proxies do not carry, so the lags differ (the
-  truth of the lags-differ statement) but the proxies do not hold them (L1, L2 and L3 must not say so).
+  compute k*) have a spread (sd) of 0.25 to 3 lags (:data:`SPREADS`), or as close as the window allows:
+  ``proxy_lags_*``, the score is the proxies' direction, so the proxies hold the lags (the truth of L1, L2 and L3 is
+  "supported"); ``stratifier_lags_*`` (0.5, 1 and 2 lags), the score is the part of a stratifier the proxies do not
+  carry, so the lags differ (the truth of the lags-differ statement) but the proxies do not hold them (L1, L2 and L3
+  must not say so).
+
+The smallest spread a rule detects on the panel (:func:`smallest_detectable`) is the smallest spread of the grid from
+which on it says "supported" in at least :data:`DETECTABLE` of the surrogates; every "not certified" is read with it.
 
 The proxies' direction is their least-squares fit to the ranks of the stratifier they carry best among those the
 audit does not call circular (so that L2 has something to find when the lags follow it); the first principal
@@ -62,7 +66,11 @@ from acgate.models.classical import fit_classical, intercepts, lag_profile, stan
 from acgate.models.lags import effective_lag
 from acgate.runs import manifest, write_json
 
-SPREADS = {"half": 0.5, "one": 1.0, "two": 2.0}  # positives: the sd of the entities' lag shifts, in lags
+# positives: the sd of the entities' lag shifts, in lags, from a quarter lag to three (the smallest spread the audit
+# detects on a panel is read off this grid); the stratifier nulls at three of them
+SPREADS = {"quarter": 0.25, "half": 0.5, "one": 1.0, "one_and_half": 1.5, "two": 2.0, "three": 3.0}
+STRATIFIER_SPREADS = ("half", "one", "two")
+DETECTABLE = 0.8  # a spread counts as detectable where a rule says "supported" in at least this share of surrogates
 SIZE_FACTOR = (0.25, 1.5)  # effect_size and noise_scale: times 0.25 + 1.5 u, u the entity's rank share (mean 1)
 MAX_RHO = 0.95  # the residuals' AR(1) coefficient is clipped to [-0.95, 0.95], so the noise stays stationary
 SALT = 7_919  # the surrogates' random streams, apart from every other stream of the project
@@ -93,7 +101,7 @@ SCENARIOS = {
     **{f"stratifier_lags_{word}": Scenario("negative", True, "stratifier", spread,
                                            description=f"the pooled curve shifted by a stratifier the proxies do not "
                                                        f"carry, spread {spread:g} lag{'s' if spread > 1 else ''}")
-       for word, spread in SPREADS.items()},
+       for word, spread in SPREADS.items() if word in STRATIFIER_SPREADS},
 }
 
 
@@ -332,10 +340,36 @@ def error_rates(table: pd.DataFrame, about: dict) -> dict:
         sentence = "; ".join(part for part in (
             f"on panels like this one the rule falsely supports in {x} of {n} nulls" if n else "no nulls were run",
             f"it detects {detects}" if detects else "") if part)
+        smallest = smallest_detectable(power)
         out.setdefault(reference, {})[layer] = {
             "false_support": {"supported": x, "replicates": n, "ci": _interval(x, n)}, "power": power,
-            "sentence": sentence}
+            "smallest_detectable": smallest, "sentence": sentence, "unseen": _unseen(smallest, power)}
     return out
+
+
+def smallest_detectable(power: dict) -> float | None:
+    """The smallest spread (lags) of ``power`` (spread -> {"supported", "replicates"}) from which on, at every larger
+    spread measured too, a rule said "supported" in at least :data:`DETECTABLE` of the surrogates; None where it
+    does at no spread (or no positive was run)."""
+    reached = [(float(value), p["supported"] >= DETECTABLE * p["replicates"] > 0) for value, p in power.items()]
+    smallest = None
+    for value, ok in sorted(reached, reverse=True):
+        if not ok:
+            break
+        smallest = value
+    return smallest
+
+
+def _unseen(smallest: float | None, power: dict) -> str:
+    """What a "not certified" cannot exclude on this panel: the sentence the audit prints beside it."""
+    if not power:
+        return ""
+    if smallest is None:
+        largest = max(float(v) for v in power)
+        return (f"on this panel the rule detects no spread up to {largest:g} lags in {DETECTABLE:.0%} of surrogates: "
+                "a lag difference of any size measured could go unseen")
+    return (f"on this panel the rule detects a spread of {smallest:g} lag{'s' if smallest > 1 else ''} or more in "
+            f"{DETECTABLE:.0%} of surrogates; smaller spreads go unseen")
 
 
 def _interval(successes: int, trials: int) -> list[float] | None:
@@ -346,7 +380,7 @@ def _interval(successes: int, trials: int) -> list[float] | None:
 RECORD = "panel_matched.json"  # beside the study's table: its settings, what the surrogates were made from, the rates
 # the version of how surrogates are made and what a study records, beside the rules' version: a study of another
 # version no longer describes these surrogates. Raise it with any change to the surrogates or their methods
-SURROGATE_VERSION = 2
+SURROGATE_VERSION = 3
 
 
 def panel_digest(panel: Panel) -> str:

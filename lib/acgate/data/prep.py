@@ -84,7 +84,7 @@ def load_long(params: Params, root: Path) -> tuple[pd.DataFrame, str]:
         return sources.load_pwt(directory), f"PWT in {directory}"
     if data.loader == "owid_wgi":
         return sources.load_owid_wgi(directory), f"OWID + WGI in {directory}"
-    path = Path(root) / data.csv_file
+    path = sources.csv_path(data.csv_file, root)
     return sources.load_csv(path, data.entity_column, data.time_column), str(path)
 
 

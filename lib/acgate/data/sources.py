@@ -6,7 +6,9 @@ Every loader returns a **long frame**: one row per (entity, time) with the colum
 
 The official input files are read from the raw-data directory: ``$ACGATE_RAW_DIR`` when set, else
 ``data/raw/`` in the project. Tests and CI point ``ACGATE_RAW_DIR`` at a folder holding the four files under
-their official names; ``python -m acgate.data.sources download`` (``make data``) fetches them.
+their official names; ``python -m acgate.data.sources download`` (``make data``) fetches them. A user's panel CSV is
+read only from ``data/raw/``, ``$ACGATE_RAW_DIR`` or a folder named in ``$ACGATE_DATA_DIRS`` (:func:`csv_path`), so
+that a params file cannot make the project read, and quote, any file the user can read.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import argparse
 import csv
 import hashlib
 import os
+import unicodedata
 import urllib.request
 import zipfile
 from collections.abc import Iterable, Iterator
@@ -45,6 +48,30 @@ class SourceError(ValueError):
 def raw_dir(root: Path) -> Path:
     """Where the official input files are read from: ``$ACGATE_RAW_DIR`` or ``<root>/data/raw``."""
     return Path(os.environ["ACGATE_RAW_DIR"]) if os.environ.get("ACGATE_RAW_DIR") else Path(root) / "data" / "raw"
+
+
+DATA_DIRS = "ACGATE_DATA_DIRS"  # more folders a panel CSV may be read from, separated as in PATH
+
+
+def data_folders(root: Path) -> list[Path]:
+    """The folders a panel CSV may be read from: the project's ``data/raw``, the raw-data directory
+    (:func:`raw_dir`) and every folder named in ``$ACGATE_DATA_DIRS``."""
+    named = [Path(p) for p in os.environ.get(DATA_DIRS, "").split(os.pathsep) if p.strip()]
+    return list(dict.fromkeys([Path(root) / "data" / "raw", raw_dir(root), *named]))
+
+
+def csv_path(csv_file: str, root: Path) -> Path:
+    """The path of ``data.csv_file`` (relative to the project root, or absolute) when it lies, links resolved, inside
+    one of :func:`data_folders`; else :class:`SourceError` saying where to put it (nothing of the file is read)."""
+    path = Path(root) / csv_file
+    real = path.resolve()
+    folders = data_folders(root)
+    if not any(real.is_relative_to(folder.resolve()) for folder in folders):
+        raise SourceError(f"data.csv_file = {csv_file!r} is {real}, outside the folders a panel is read from "
+                          f"({', '.join(map(str, folders))}). Put the CSV into the project's data/raw/, or name its "
+                          f"folder when you start the run: {DATA_DIRS}=/path/to/folder make paper (several folders "
+                          f"separated by '{os.pathsep}')")
+    return path
 
 
 def _input(directory: Path, name: str) -> Path:
@@ -235,10 +262,23 @@ def _too_many_fields(path: Path, line: int, row: list[str], expected: int) -> So
     return SourceError(f"{path}: line {line} has {len(row)} fields where the header has {expected} ({shown}). {cause}")
 
 
+def _too_few_fields(path: Path, line: int, row: list[str], expected: int) -> SourceError:
+    """A line with fewer fields than the header: pandas fills the missing ones with NaN, silently, so a line cut
+    short (a copy broken off, a row pasted without its last columns) would lose values without a word."""
+    if any("\n" in field for field in row):
+        return SourceError(f"{path}: line {line} opens a quoted field that runs on over the next lines; a quote (\") "
+                           "that opens a field and never closes is the usual cause: close it, or remove it")
+    shown = ",".join(row)
+    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+    return SourceError(f"{path}: line {line} has {len(row)} field(s) where the header has {expected} ({shown}): the "
+                       "line is cut short or lacks columns. Complete it (an empty value is written as nothing between "
+                       "two commas: A,2001,,0.5), or delete the line")
+
+
 def _scan(path: Path) -> np.ndarray:
     """The file line of each data row of a user's CSV (what pandas reads as row i starts on line lines[i]), checking
-    on the way what pandas reads wrongly or without naming the file: a repeated column name, a line with more
-    fields than the header."""
+    on the way what pandas reads wrongly or without naming the file: a repeated column name, a line with more or
+    fewer fields than the header."""
     with open(path, encoding="utf-8-sig", newline="") as f:  # -sig: pandas, too, drops a byte-order mark
         records = _records(f)
         header = next(records, (1, []))[1]
@@ -247,16 +287,19 @@ def _scan(path: Path) -> np.ndarray:
         for line, row in records:
             if len(row) > len(header):
                 raise _too_many_fields(path, line, row, len(header))
+            if len(row) < len(header):
+                raise _too_few_fields(path, line, row, len(header))
             lines.append(line)
     return np.array(lines, dtype=int)
 
 
 def _check_ids(ids: pd.Series, lines: np.ndarray, path: Path, column: str) -> None:
-    """Ids are kept exactly as written, so two that differ only by the spaces around them would split one entity in
-    two, each with part of its years (and both then dropped): refused, naming the ways it is written and their
-    lines."""
+    """Ids are kept exactly as written, so two that differ only by the spaces around them, or by how Unicode writes
+    the same letters (NFC 'é' as one character, NFD as 'e' and an accent: what macOS and Windows tools may each
+    produce), would split one entity in two, each with part of its years (and both then dropped): refused, naming the
+    ways it is written and their lines."""
     first = pd.DataFrame({"id": ids.to_numpy(), "line": lines}).drop_duplicates("id")
-    first["key"] = first.id.str.strip()
+    first["key"] = [unicodedata.normalize("NFC", i.strip()) for i in first.id]
     clashing = first[first.key.duplicated(keep=False)]
     if clashing.empty:
         return
@@ -265,28 +308,68 @@ def _check_ids(ids: pd.Series, lines: np.ndarray, path: Path, column: str) -> No
             .itertuples(index=False)]
     others = f" (also: {', '.join(map(repr, keys[1:4]))}{', ...' if len(keys) > 4 else ''})" if len(keys) > 1 else ""
     raise SourceError(f"{path}: column '{column}' writes the entity {keys[0]!r} in {len(ways)} ways that differ only "
-                      f"by spaces around it: {', '.join(ways[:-1])} and {ways[-1]}{others}; ids are read exactly as "
-                      f"written ('NA' and '001' are ids), so these would be {len(ways)} entities, each with part of "
-                      "the years. Remove the spaces around the ids, so that each entity is written one way")
+                      f"by spaces around it or by Unicode normalisation (an accented letter as one character or as "
+                      f"a letter and an accent): {', '.join(ways[:-1])} and {ways[-1]}{others}; ids are read exactly "
+                      f"as written ('NA' and '001' are ids), so these would be {len(ways)} entities, each with part of "
+                      "the years. Write each entity one way: remove the spaces around the ids, and save the file with "
+                      "its text normalised to NFC (python: unicodedata.normalize('NFC', text))")
+
+
+TIME_LIMIT = 10**9  # no year or step is this large; a value past it is a typo (and past 9.2e18 int64 wraps it round)
+TIME_FENCE = 10  # a time farther than this many interquartile ranges (of the distinct times, plus one) from them
 
 
 def _check_times(frame: pd.DataFrame, lines: np.ndarray, path: Path, entity_column: str, time_column: str
                  ) -> pd.Series:
-    """The time column as whole numbers; an empty cell or a value that is no whole number stops, naming its line and
-    entity."""
+    """The time column as whole numbers; an empty cell, a value that is no whole number, and a value far from every
+    other (a year typed 20003 among 1990..2023, which the window would drop and interpolation would hide) stop,
+    naming its line and entity."""
     times = pd.to_numeric(frame[time_column], errors="coerce")
-    bad = ~np.isfinite(times) | (times != times.round())
+    bad = ~np.isfinite(times) | (times != times.round()) | (times.abs() >= TIME_LIMIT)
     if bad.any():
         at = int(bad.to_numpy().argmax())
         value, where = frame[time_column].iloc[at], f"on line {lines[at]} (entity '{frame[entity_column].iloc[at]}')"
         if pd.isna(value):
             raise SourceError(f"{path}: column '{time_column}' has no value {where}; every row needs its time: fill it "
                               "in (a whole number: a year or a step), or delete the row")
-        raise SourceError(f"{path}: column '{time_column}' holds '{value}' {where}, not a whole number; times are "
-                          "whole numbers (years, or steps 0, 1, 2, ...): for quarters or months, number the periods "
-                          "as consecutive steps and set data.first_time, data.last_time and the split in the same "
-                          "units")
-    return times.astype(int)
+        raise SourceError(f"{path}: column '{time_column}' holds '{value}' {where}, not a whole number below "
+                          f"{TIME_LIMIT:.0e}; times are whole numbers (years, or steps 0, 1, 2, ...): for quarters or "
+                          "months, number the periods as consecutive steps and set data.first_time, data.last_time "
+                          "and the split in the same units")
+    times = times.astype(np.int64)
+    low, high = np.percentile(np.unique(times), [25, 75])
+    reach = TIME_FENCE * (high - low + 1)
+    far = (times < low - reach) | (times > high + reach)
+    if far.any():
+        at = int(far.to_numpy().argmax())
+        usual = times[~far]
+        raise SourceError(f"{path}: column '{time_column}' holds {times.iloc[at]} on line {lines[at]} (entity "
+                          f"'{frame[entity_column].iloc[at]}'), far from every other time (they lie in "
+                          f"{usual.min()}..{usual.max()}): a typo? Correct it, or delete the row; a row outside "
+                          "data.first_time..data.last_time would be dropped without a word, and its year filled in "
+                          "by interpolation")
+    return times
+
+
+NOT_CSV = {  # the first bytes of files that are no text, whatever their name, and what to do with each
+    b"\x1f\x8b": "a gzip-compressed file: unpack it first (gunzip -k FILE) and name the unpacked CSV",
+    b"PK\x03\x04": "a zip archive, which is what an Excel workbook (.xlsx) is: save the sheet as 'CSV UTF-8' from the "
+                    "spreadsheet, or unpack the archive",
+    b"\xd0\xcf\x11\xe0": "an old Excel workbook (.xls): save the sheet as 'CSV UTF-8' from the spreadsheet",
+    b"BZh": "a bzip2-compressed file: unpack it first (bunzip2 -k FILE)",
+    b"\xfd7zXZ": "an xz-compressed file: unpack it first (unxz -k FILE)",
+    b"%PDF": "a PDF document, not a table",
+}
+
+
+def _check_text(path: Path) -> None:
+    """A file that is no CSV text at all (compressed, a workbook, a PDF; found by its first bytes, whatever its
+    name) stops with what it is and how to get the CSV out of it, rather than as text in the wrong encoding."""
+    with open(path, "rb") as f:
+        head = f.read(8)
+    kind = next((what for magic, what in NOT_CSV.items() if head.startswith(magic)), None)
+    if kind:
+        raise SourceError(f"{path}: not a CSV but {kind}")
 
 
 def load_csv(path: Path, entity_column: str, time_column: str) -> pd.DataFrame:
@@ -298,6 +381,7 @@ def load_csv(path: Path, entity_column: str, time_column: str) -> pd.DataFrame:
     if not path.is_file():
         raise SourceError(f"panel CSV not found: {path} (the params file's data.csv_file, relative to the project "
                           "root)")
+    _check_text(path)
     try:
         lines = _scan(path)
         frame = read_csv_ids(path, [entity_column])
@@ -354,7 +438,7 @@ def locate_inputs(params, root: Path) -> tuple[list[Path], list[Path]]:
     """The input files a domain's loader reads: (present, missing)."""
     data = params.data
     if data.loader == "csv":
-        wanted = [Path(root) / data.csv_file]
+        wanted = [csv_path(data.csv_file, root)]
     elif data.loader == "pwt":
         forms = [raw_dir(root) / name for name in PWT_READERS]
         wanted = [next((p for p in forms if p.is_file()), forms[0])]

@@ -209,6 +209,8 @@ def _verdicts(page: Page, result: AuditResult, calibration: dict) -> None:
                            f" The paper's rule says: {paper['verdict']}.")
             page.bullets(_evidence(cell["evidence"]))
             rate = rates.get(reference, {}).get(layer)
+            if rate and cell["verdict"] == "not certified" and rate.get("unseen"):
+                page.paragraph(rate["unseen"][:1].upper() + rate["unseen"][1:] + ".")
             if rate and cell["verdict"] != "not claimed":
                 page.paragraph(f"Panel-matched error rates: {rate['sentence']}.", kind="small")
             if cell["verdict"] != "not claimed" and (sentence := _calibration_sentence(calibration, reference, layer)):
@@ -233,6 +235,8 @@ def _statements(page: Page, result: AuditResult, rates: dict, calibration: dict,
                        "lag curves.")
         page.bullets(_evidence(cell["evidence"]))
         differ = lags_differ_rate(rates)
+        if differ and cell["verdict"] == "not certified" and differ.get("unseen"):
+            page.paragraph(differ["unseen"][:1].upper() + differ["unseen"][1:] + ".")
         if differ:
             page.paragraph(f"Panel-matched error rates: {differ['sentence']}.", kind="small")
         if sentence := _calibration_sentence(calibration, NEURAL, "lags differ"):

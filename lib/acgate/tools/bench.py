@@ -251,12 +251,13 @@ def panel_matched_replicate(repeats: int) -> dict:
     replicate of its panel-matched study, then ``repeats`` timed replicates with the classical family alone and
     ``repeats`` with the AC-GATE family too; the median and range of their seconds."""
     from acgate.audit import panel_matched
-    from acgate.data import prep
+    from acgate.data import prep, sources
     from acgate.data.example import write_example
 
     root = project_root()
     params = load_params(root / "params" / "example_panel.yaml")
     csv = write_example(root / "runs" / "bench" / "data" / "raw" / "example_panel.csv")
+    os.environ[sources.DATA_DIRS] = str(csv.parent)  # the bench names the folder of its own panel
     params = replace(params, data=replace(params.data, csv_file=str(csv)))
     long, csv_source = prep.load_long(params, root)
     panel = prep.prepare(long, params, csv_source).panel
