@@ -201,7 +201,8 @@ class DataConfig:
 
     loader: str = _param("csv", "pwt (PWT 11.0), owid_wgi (OWID energy + CO2 data and WGI) or csv (your long CSV)",
                          _one_of(*LOADERS), required=True)
-    csv_file: str = _param("", "csv loader: path of the long CSV, relative to the project root", _string)
+    csv_file: str = _param("", "csv loader: path of the long CSV, relative to the project root; read only inside "
+                           "data/raw, $ACGATE_RAW_DIR or a folder named in $ACGATE_DATA_DIRS", _string)
     entity_column: str = _param("entity", "csv loader: the column naming the entity", _text)
     time_column: str = _param("year", "csv loader: the column holding the time: whole numbers one step apart (years, "
                               "or steps 0, 1, 2, ... for data every other year or every quarter)", _text)

@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from acgate import statistics
+from acgate.layout import method_dir
 from acgate.report import paper_tables, render
 from acgate.runs import code_digest, code_versions
 from tests.report.conftest import L2_COLUMNS, METHODS, l2_frame
@@ -79,3 +80,14 @@ def test_suite_times_keep_the_last_whole_suite_per_device():
     both = paper_tables.suite_times(lighter, cpu)
     assert both["cpu on 2 cores (Some CPU), without tft, ganet in economics"]["wall_minutes"] == 20
     assert both["cpu on 2 cores (Some CPU)"]["wall_minutes"] == 31.5
+
+
+def test_a_damaged_model_file_is_named_with_the_fix(tmp_path):
+    """A truncated model.pt ended the report with a torch error that named no file."""
+    folder = method_dir(tmp_path, "synthetic_linear", 0, "acgate")
+    folder.mkdir(parents=True)
+    (folder / "model.pt").write_bytes(b"PK\x03\x04 cut short")
+    results = {"synthetic_linear": SimpleNamespace(kind="synthetic", l1=pd.DataFrame({"method": ["acgate"],
+                                                                                      "seed": [0]}))}
+    with pytest.raises(ValueError, match=r"seed00/acgate/model.pt is damaged .*; delete its run folder"):
+        paper_tables.controlled_comparison(tmp_path, results)

@@ -194,7 +194,12 @@ def controlled_comparison(runs_root: Path, results: dict[str, domain_audit.Audit
             state = method_dir(runs_root, domain, int(seeds.min()), method) / "model.pt"
             with reading(state.parent):
                 if state.is_file():
-                    tensors = torch.load(state, map_location="cpu", weights_only=True)
+                    try:
+                        tensors = torch.load(state, map_location="cpu", weights_only=True)
+                    except (RuntimeError, EOFError, OSError, ValueError) as err:
+                        raise ValueError(f"{state} is damaged ({type(err).__name__}: {str(err)[:100]}); delete its "
+                                         f"run folder {state.parent} and run the grid again, which retrains it"
+                                         ) from None
                     row[f"parameters_{domain}"] = int(sum(t.numel() for k, t in tensors.items() if k != "position"))
         rows.append(row)
     return pd.DataFrame(rows)

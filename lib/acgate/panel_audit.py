@@ -1,0 +1,215 @@
+"""Audit a panel held in a pandas DataFrame in one call, on your own column names:
+
+    import acgate
+    result = acgate.audit_panel(frame, entity="region", time="year", target="outcome", features=["driver"],
+                                proxies=["mean:capacity", "mean:openness"],
+                                stratifiers=["mean:governance"], workdir="my_audit")
+    print(result.summary())    # the verdicts at a glance
+    result.verdicts            # one row per reference and layer: verdict, evidence
+    result.report              # my_audit/runs/<domain>/audit/report.html
+
+It runs the steps of the workflow, through the same functions (no second implementation): the frame is written to
+``<workdir>/data/raw/<domain>.csv`` and read back by the CSV loader (every check a CSV gets), the params are
+validated by :func:`acgate.config.params_from_dict` and written to ``<workdir>/params/<domain>.yaml`` (so that
+``make paper`` or the notebooks can run the same panel again), then preparation
+(:mod:`acgate.data.prep`), training (:func:`acgate.models.runner.run_method`), the audit
+(:func:`acgate.audit.domain_audit.audit_domain`) and the audit report (:mod:`acgate.report.audit_page`). Runs
+already on disk that are current for these params and this panel are kept, so a second call with the same
+arguments trains nothing.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+
+from acgate.audit.domain_audit import AuditResult, audit_domain
+from acgate.audit.verdicts import LAYERS
+from acgate.config import Params, params_from_dict
+from acgate.data import prep
+from acgate.layout import audit_dir, panel_dir
+from acgate.runs import atomic_write, manifest
+
+# the methods of params/example_panel.yaml: AC-GATE with the twins its calibrated L1 needs and its ablations, and
+# the classical yardstick with its twins
+OWN_PANEL_METHODS = ("acgate", "no_ac_encoder", "uniform_lag", "no_recon_reg", "shuffled_proxies",
+                     "proxy_shared_gate", "moderated_dl", "shared_dl", "shuffled_dl", "proxy_scaled_dl",
+                     "two_stage_dl")
+HELD_OUT = (0.68, 0.84)  # default split: validation from 68 % of the time span, test from 84 %
+
+
+@dataclass
+class PanelAudit:
+    """What :func:`audit_panel` found: the audit (``result``, an :class:`acgate.audit.domain_audit.AuditResult`), its
+    params, and where its report and runs are."""
+
+    result: AuditResult
+    params: Params
+    report: Path  # the audit report page (report.html; report.md beside it)
+    workdir: Path
+
+    @property
+    def verdicts(self) -> pd.DataFrame:
+        """One row per reference method and layer (and one for "lags differ"): the calibrated verdict, the paper
+        rule's, and the evidence."""
+        rows = [{"reference": reference, "layer": layer, "verdict": found["calibrated"][layer]["verdict"],
+                 "paper_rule": found["paper"][layer]["verdict"], "evidence": found["calibrated"][layer]["evidence"]}
+                for reference, found in self.result.verdicts_by_reference.items() for layer in LAYERS]
+        differ = self.result.lags_differ
+        rows.append({"reference": "", "layer": "lags differ", "verdict": differ.get("verdict", ""),
+                     "paper_rule": "", "evidence": differ.get("evidence", "")})
+        return pd.DataFrame(rows)
+
+    @property
+    def warnings(self) -> list[str]:
+        """The problems (read these first) and the warnings the verdicts carry, each once."""
+        return [*self.result.problems, *self.result.warnings()]
+
+    def glance(self) -> pd.DataFrame:
+        """The verdicts at a glance: one row per layer, one column per reference method."""
+        table = self.verdicts
+        wide = table[table.layer != "lags differ"].pivot(index="layer", columns="reference", values="verdict")
+        wide = wide.reindex(list(LAYERS))
+        wide.loc["lags differ"] = table.loc[table.layer == "lags differ", "verdict"].iloc[0]
+        return wide.rename_axis(index=None, columns=None)
+
+    def summary(self) -> str:
+        """The glance table as text, the problems and warnings, and where the report is."""
+        out = io.StringIO()
+        out.write(f"AC-GATE audit of {self.params.domain}: {self.result.l0.seed.nunique()} seeds, "
+                  f"{self.result.l0.method.nunique()} methods (persistence included)\n\n")
+        out.write(self.glance().to_string() + "\n")
+        if self.warnings:
+            out.write(f"\n{len(self.warnings)} problem(s) and warning(s):\n")
+            out.writelines(f"- {text}\n" for text in self.warnings)
+        out.write(f"\nreport: {self.report}\n")
+        return out.getvalue()
+
+    def __repr__(self) -> str:
+        glance = self.glance()
+        cells = "; ".join(f"{reference} " + ", ".join(f"{layer} {glance.loc[layer, reference]}" for layer in LAYERS)
+                          for reference in glance.columns)
+        return (f"<PanelAudit {self.params.domain}: {cells}; lags differ "
+                f"{glance.loc['lags differ'].iloc[0]}; summary() for more>")
+
+    def _repr_html_(self) -> str:
+        warnings = "".join(f"<li>{html.escape(text)}</li>" for text in self.warnings)
+        return (f"<p><b>AC-GATE audit of {html.escape(self.params.domain)}</b></p>" + self.glance().to_html()
+                + (f"<p>Problems and warnings:</p><ul>{warnings}</ul>" if warnings else "")
+                + f"<p>Report: <code>{html.escape(str(self.report))}</code></p>")
+
+
+def audit_panel(frame: pd.DataFrame, *, entity: str, time: str, target: str, features: Sequence[str],
+                proxies: Sequence[str], stratifiers: Sequence[str] = (), static: Sequence[str] = (),
+                seeds: int = 8, methods: Sequence[str] = OWN_PANEL_METHODS, split: tuple[int, int] | None = None,
+                max_lag: int = 6, domain: str = "my_panel", workdir: str | Path = "acgate_audit",
+                log: Callable[[str], None] = print, **settings: Any) -> PanelAudit:
+    """Audit the long panel ``frame`` (one row per entity and time) and write its audit report.
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        One row per entity and time, with the columns named below (others are ignored).
+    entity, time : str
+        The columns of the entity ids and of the time (whole numbers, one step apart: years, or steps).
+    target : str
+        The column forecast.
+    features : sequence of str
+        Sequential feature columns, seen at lags 1..``max_lag``.
+    proxies : sequence of str
+        The entity proxies: ``mean:col``, ``trend:col``, ``first:col`` or ``last:col`` over the training window, or
+        a column constant within each entity (docs/parameters.md, ``data.proxies``).
+    stratifiers, static : sequence of str
+        The L2 stratifiers and the static features, in the same forms (may be empty).
+    seeds : int, default 8
+        Seeds per method (8 are the fewest with which every layer can be supported).
+    methods : sequence of str
+        The methods trained (default: AC-GATE with its twins and ablations, and the classical yardstick with its).
+    split : (int, int) or None
+        The first validation and the first test time; None holds out the last 32 % of the time span, half of it for
+        the test.
+    max_lag : int, default 6
+        K, the longest lag.
+    domain : str, default "my_panel"
+        The panel's name (letters, digits and _): the folder names under ``workdir``.
+    workdir : str or Path, default "acgate_audit"
+        Where the CSV, the params file, the panel, the runs and the audit go; runs there that are current are kept.
+    log : callable, default print
+        Where the progress lines go (``lambda _: None`` for none).
+    **settings
+        Any other params section as a dict, e.g. ``train={"max_epochs": 100}`` or ``audit={"true_lag": "lag"}``.
+
+    Returns
+    -------
+    PanelAudit
+        The verdicts, warnings and the report's path; ``summary()`` prints them.
+    """
+    workdir = Path(workdir).resolve()
+    columns = [entity, time, target, *features, *(prep.parse_summary(spec)[1] for spec in
+                                                 (*proxies, *stratifiers, *static))]
+    if isinstance(settings.get("audit"), dict) and settings["audit"].get("true_lag"):
+        columns.append(settings["audit"]["true_lag"])
+    missing = [c for c in dict.fromkeys(columns) if c not in frame.columns]
+    if missing:
+        raise KeyError(f"the frame has no column(s) {', '.join(map(repr, missing))} (it has "
+                       f"{', '.join(map(str, frame.columns[:12]))}{', ...' if len(frame.columns) > 12 else ''}); "
+                       "name the frame's own columns in entity, time, target, features, proxies, stratifiers, static")
+    times = pd.to_numeric(frame[time], errors="coerce")
+    first, last = int(times.min()), int(times.max())
+    val_start, test_start = split or (first + round(HELD_OUT[0] * (last - first + 1)),
+                                      first + round(HELD_OUT[1] * (last - first + 1)))
+    csv = workdir / "data" / "raw" / f"{domain}.csv"
+    spec: dict[str, Any] = {"domain": domain, "n_seeds": seeds, "methods": list(methods),
+                            "data": {"loader": "csv", "csv_file": str(csv.relative_to(workdir)),
+                                     "entity_column": entity, "time_column": time, "first_time": first,
+                                     "last_time": last, "target": target, "features": list(features),
+                                     "proxies": list(proxies), "static": list(static),
+                                     "stratifiers": list(stratifiers)},
+                            "split": {"val_start": val_start, "test_start": test_start},
+                            "model": {"max_lag": max_lag}}
+    for section, values in settings.items():
+        spec[section] = {**spec.get(section, {}), **values}
+    params = params_from_dict(spec, f"audit_panel({domain!r})")
+    _write_if_changed(csv, frame[list(dict.fromkeys(columns))].to_csv(index=False))
+    _write_if_changed(workdir / "params" / f"{domain}.yaml", yaml.safe_dump(spec, sort_keys=False))
+    data_root, runs_root = workdir / "data", workdir / "runs"
+
+    long, source = prep.load_long(params, workdir)
+    prepared = prep.prepare(long, params, source)
+    prep.save(prepared, panel_dir(data_root, domain), manifest(params.to_dict(), seed=-1, device="none"))
+    panel = prepared.panel
+    log(f"{domain}: {panel.n_entities} entities, times {first}..{last} (validation from {val_start}, test from "
+        f"{test_start}); {seeds} seeds x {len(params.methods)} methods -> {runs_root}")
+    from acgate.models.runner import run_method  # torch: imported where runs train
+
+    done = 0
+    for seed in range(seeds):
+        for method in params.methods:
+            run_method(panel, params, method, seed, runs_root, log=lambda _: None)
+            done += 1
+        log(f"{domain}: seed {seed + 1} of {seeds} trained ({done} runs)")
+    result = audit_domain(params, runs_root, data_root)
+    out = audit_dir(runs_root, domain)
+    result.write(out)
+    from acgate.report.audit_page import write_audit_report  # matplotlib: imported where the report is drawn
+
+    report, _ = write_audit_report(result, params, runs_root, data_root, out)
+    log(f"{domain}: audited; report {report}")
+    return PanelAudit(result, params, report, workdir)
+
+
+def _write_if_changed(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically, unless it holds it already (its date then stays, for a workflow)."""
+    if path.is_file() and path.read_text() == text:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, lambda f: f.write(text))
+
+

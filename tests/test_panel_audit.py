@@ -1,0 +1,45 @@
+"""acgate.audit_panel: a DataFrame audited in one call, through the workflow's own steps."""
+
+import pandas as pd
+import pytest
+
+import acgate
+from acgate.audit.domain_audit import read_audit
+from acgate.data.example import example_frame
+
+METHODS = ["acgate", "no_ac_encoder", "moderated_dl", "shared_dl", "shuffled_dl", "proxy_scaled_dl"]
+
+
+@pytest.mark.slow
+def test_a_dataframe_is_audited_in_one_call_and_a_second_call_trains_nothing(tmp_path):
+    frame = example_frame()  # the example panel, with its own column names (region, year, outcome, ...)
+    lines = []
+    kwargs = dict(entity="region", time="year", target="outcome", features=["driver"],
+                  proxies=["mean:capacity", "mean:openness"], static=["size"],
+                  stratifiers=["mean:governance", "mean:survey_noise"], seeds=2, methods=METHODS, workdir=tmp_path,
+                  train={"max_epochs": 5}, audit={"permutations": 99, "bootstrap": 99, "true_lag": "true_lag"})
+    result = acgate.audit_panel(frame, log=lines.append, **kwargs)
+    written = read_audit(result.report.parent)  # what the workflow's audit writes, read back
+    assert result.result.verdicts_by_reference == written.verdicts_by_reference
+    table = result.verdicts
+    assert list(table.columns) == ["reference", "layer", "verdict", "paper_rule", "evidence"]
+    assert set(table.reference) == {"acgate", "moderated_dl", ""} and len(table) == 9
+    text = result.summary()
+    assert "AC-GATE audit of my_panel: 2 seeds" in text and "lags differ" in text and str(result.report) in text
+    assert all(line in text for line in result.warnings)
+    assert len(repr(result)) < 400 and repr(result).startswith("<PanelAudit my_panel: acgate L0 ")
+    assert "<table" in result._repr_html_()
+    assert result.report.is_file() and (tmp_path / "params" / "my_panel.yaml").is_file()
+    assert lines[0].startswith("my_panel: 40 entities, times 2000..2024 (validation from 2017, test from 2021)")
+    trained = {p: p.stat().st_mtime_ns for p in (tmp_path / "runs").rglob("metrics.json")}
+    assert len(trained) == 2 * len(METHODS)
+    again = acgate.audit_panel(frame, log=lambda _: None, **kwargs)  # current runs are kept: nothing retrained
+    assert {p: p.stat().st_mtime_ns for p in (tmp_path / "runs").rglob("metrics.json")} == trained
+    pd.testing.assert_frame_equal(again.verdicts, table)
+
+
+def test_a_column_the_frame_lacks_is_named(tmp_path):
+    frame = example_frame()
+    with pytest.raises(KeyError, match=r"the frame has no column\(s\) 'capacty' \(it has region, year, "):
+        acgate.audit_panel(frame, entity="region", time="year", target="outcome", features=["driver"],
+                           proxies=["mean:capacty"], workdir=tmp_path)
