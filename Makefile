@@ -26,7 +26,7 @@
 #   make example          generate the example panel data/raw/example_panel.csv (params/example_panel.yaml);
 #                         EXAMPLE=--large: the 20,000 × 60 panel data/raw/example_panel_large.csv
 #                         (params/example_panel_large.yaml; about 10 s, 150 MB)
-#   make test             ruff, mypy and pytest (unit, notebook, nbval and workflow tests; about 11 minutes on 2 cores)
+#   make test             ruff, mypy and pytest (unit, notebook, nbval and workflow tests) in TEST_JOBS (2) processes
 #   make test-fast        ruff, mypy and the tests not marked slow: no notebook execution, no workflow, no training beyond
 #                         smoke runs (about a minute on 2 cores); run make test before handing a change in
 #   make lint             ruff (the rules of [tool.ruff] in pyproject.toml) and mypy ([tool.mypy])
@@ -120,8 +120,11 @@ lint: setup
 	$(VENV)/bin/ruff check lib tests notebooks
 	$(VENV)/bin/mypy
 
+# the tests run in TEST_JOBS processes (pytest-xdist), each test file in one of them (so a file's module fixtures are
+# built once); TEST_JOBS=1 runs them in this process
+TEST_JOBS ?= 2
 test: lint
-	$(PY) -m pytest
+	$(PY) -m pytest $(if $(filter-out 1,$(TEST_JOBS)),-n $(TEST_JOBS) --dist loadfile)
 
 # `slow`: the marker declared in pyproject.toml, set on a test where it is written or, by module and test name, in
 # tests/conftest.py

@@ -1,12 +1,14 @@
 """The package's folders are layers: infrastructure at the top level (config, layout, runs, statistics, the notebook
-package), then data, models, audit, report and tools; a module imports only from its own layer or the ones before
-it (README, "Layout")."""
+package), then data, models, audit, report, tools and panel_audit (the one-call audit of a DataFrame, which runs
+them all); a module imports only from its own layer or the ones before it (README, "Layout"). The package's
+``__init__`` is the front door: its lazy ``acgate.audit_panel`` reaches the last layer."""
 
 import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "lib" / "acgate"
-LAYERS = ["", "data", "models", "audit", "report", "tools"]  # "": the top level and the notebook package
+LAYERS = ["", "data", "models", "audit", "report", "tools", "panel_audit"]  # "": the top level, the notebook package
+FRONT_DOOR = "__init__.py"
 
 
 def layer_of(module: str) -> str:
@@ -18,7 +20,8 @@ def layer_of(module: str) -> str:
 def upward_imports(package: Path) -> list[str]:
     found = []
     for path in sorted(package.rglob("*.py")):
-        importer = layer_of(".".join(path.relative_to(package).with_suffix("").parts))
+        importer = (LAYERS[-1] if path.relative_to(package) == Path(FRONT_DOOR)
+                    else layer_of(".".join(path.relative_to(package).with_suffix("").parts)))
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("acgate"):
                 names = ([node.module[len("acgate."):]] if node.module != "acgate"

@@ -590,3 +590,19 @@ def test_a_run_made_stale_by_a_params_change_is_retrained_before_it_is_audited(g
     assert len(runs) == 2 * len(methods) and all(json.loads(m.read_text())["params_hash"] == digest for m in runs)
     assert json.loads((audit_dir / "verdicts.json").read_text())["excluded_runs"] == []
     assert (audit_dir / "04_audit.ipynb").stat().st_mtime > max(m.stat().st_mtime for m in runs)
+
+
+def test_files_dated_in_the_future_stop_the_workflow_with_the_fix(tmp_path):
+    """With a grid's files dated a day ahead, a failing job made Snakemake delete the metrics.json of 22 finished runs
+    ("Cannot restore ... no backup found"), and an edited max_lag went unseen ("Nothing to be done")."""
+    future = tmp_path / GRID / "synthetic_linear" / "seed00" / "acgate" / "metrics.json"
+    future.parent.mkdir(parents=True)
+    future.write_text("{}")
+    ahead = time.time() + 86_400
+    os.utime(future, (ahead, ahead))
+    done = snakemake(tmp_path, "-n", config=[*SMOKE, "domains=[synthetic_linear]"])
+    assert done.returncode != 0
+    assert re.search(r"clock skew: .*seed00/acgate/metrics.json is dated .*, after this machine's clock .*"
+                     r"-newermt now -exec touch", done.stdout + done.stderr), done.stdout[-2000:]
+    os.utime(future, (time.time(), time.time()))  # given today's date, the grid plans as usual
+    assert snakemake(tmp_path, "-n", config=[*SMOKE, "domains=[synthetic_linear]"]).returncode == 0

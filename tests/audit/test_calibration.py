@@ -2,8 +2,18 @@
 
 import functools
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
 
 from acgate.audit import calibration, verdicts
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_replicates_in_worker_processes_report_while_they_run(small, tmp_path, monkeypatch):
@@ -32,3 +42,37 @@ def test_a_broken_calibration_record_is_not_kept_and_says_why(tmp_path, small):
                                   "settings": calibration.settings(small, ["lag_free"], 3, 2)}, default=list))
     kept, why = calibration.reusable(tmp_path, small, ["lag_free"], 3, 2)
     assert kept and "measured the current rules" in why
+
+
+def sleep_and_say(name: str, replicate: int) -> list[dict]:
+    """A replicate that names its process and sleeps: what a worker does while its runner is killed."""
+    print(f"worker {os.getpid()}", flush=True)
+    time.sleep(120)
+    return []
+
+
+POOL = """
+import sys
+from acgate.audit import calibration
+from tests.audit.test_calibration import sleep_and_say
+calibration.run_replicates([("a", 0), ("a", 1)], sleep_and_say, jobs=2, log=lambda _: None)
+"""
+
+
+def test_worker_processes_end_with_the_runner_that_started_them():
+    """A runner killed with SIGKILL (a notebook's kernel, a cluster's time limit) left its pool's workers running,
+    orphaned, on replicates a rerun writes too; they now end within seconds."""
+    runner = subprocess.Popen([sys.executable, "-c", POOL], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        workers = [int(runner.stdout.readline().split()[1]) for _ in range(2)]
+    finally:
+        runner.kill()
+        runner.wait()
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and any(psutil.pid_exists(pid) and psutil.Process(pid).status() !=
+                                              psutil.STATUS_ZOMBIE for pid in workers):
+        time.sleep(0.2)
+    alive = [pid for pid in workers if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+    for pid in alive:
+        os.kill(pid, signal.SIGKILL)  # leave nothing behind, whatever the outcome
+    assert alive == [], f"workers {alive} outlived their runner"

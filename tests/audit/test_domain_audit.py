@@ -171,12 +171,18 @@ def test_only_current_complete_runs_asked_for_are_audited_and_the_rest_is_named(
     result = domain_audit.audit_domain(params("gaps"), tmp_path / "runs", tmp_path / "data", 7,
                                        ["acgate", "no_ac_encoder"])
     reasons = {(r.seed, r.method): r.reason for r in result.excluded.itertuples()}
-    assert reasons[(3, "acgate")] == "metrics.json missing (unfinished or damaged run)"
-    assert reasons[(4, "no_ac_encoder")] == "lags.csv missing (unfinished or damaged run)"
-    assert reasons[(5, "acgate")] == "lags.csv has 19 rows for the panel's 60 entities (lacks 41, e.g. 'c19')"
-    assert reasons[(2, "acgate")] == ("predictions.csv rows differ from metrics.json's counts "
-                                      "(train 177 of 180; val 118 of 120; test 118 of 120)")  # the last entity lost
-    assert reasons[(1, "no_ac_encoder")] == "metrics.json is not valid JSON (truncated?)"
+    # a damaged run keeps its metrics.json, so the workflow would not redo it: the reason says how to have it redone
+    fix = "; delete {}/metrics.json and run the grid again, which retrains the run"
+    folder = str(tmp_path / "runs" / "gaps" / "seed{:02d}" / "{}")
+    assert reasons[(3, "acgate")] == "metrics.json missing (unfinished: the workflow trains it)"
+    assert reasons[(4, "no_ac_encoder")] == ("lags.csv missing (a damaged run)"
+                                             + fix.format(folder.format(4, "no_ac_encoder")))
+    assert reasons[(5, "acgate")] == ("lags.csv has 19 rows for the panel's 60 entities (lacks 41, e.g. 'c19')"
+                                      + fix.format(folder.format(5, "acgate")))
+    assert reasons[(2, "acgate")] == ("predictions.csv rows differ from metrics.json's counts (train 177 of 180; val "
+                                      "118 of 120; test 118 of 120)" + fix.format(folder.format(2, "acgate")))
+    assert reasons[(1, "no_ac_encoder")] == ("metrics.json is not valid JSON (truncated?)"
+                                             + fix.format(folder.format(1, "no_ac_encoder")))
     assert reasons[(0, "acgate")].startswith("stale: trained under params hash 0123456789ab, the current params give")
     assert reasons[(7, "acgate")] == "seed not asked for (seeds 0..6)"
     assert reasons[(0, "uniform_lag")] == "method not asked for"

@@ -37,10 +37,19 @@ def small():
     return design, q, errors
 
 
+def f_test(restricted, full, df: int, rank: int) -> float:
+    """The F statistic of ``full`` (statsmodels results) against ``restricted`` with ``df`` more coefficients and
+    ``rank`` coefficients in all. The ranks are counted, not read off statsmodels: the moderated model nests the
+    entity scales with as many exact collinearities as features, and a numerical rank at that edge depends on the
+    linear-algebra library."""
+    return (restricted.ssr - full.ssr) / df / (full.ssr / (full.nobs - rank))
+
+
 def by_hand(design, q, errors):
     """The two F tests of gls.interaction_test, written out: Cochrane-Orcutt quasi-differences on consecutive observed
-    steps, entity dummies (1 - rho), weights 1 / sigma_i^2, statsmodels WLS and compare_f_test. Returns (F, df) against
-    the entity-scaled shape, (F, df) against the shared curve, and the moderated model's k* (N,)."""
+    steps, entity dummies (1 - rho), weights 1 / sigma_i^2, statsmodels WLS and the F statistic of its residual sums
+    of squares. Returns (F, df) against the entity-scaled shape, (F, df) against the shared curve, and the moderated
+    model's k* (N,)."""
     n, s_len, n_feat, size = design.U.shape
     y, X, dummies, entity = [], [], [], []
     for i in range(n):
@@ -60,8 +69,10 @@ def by_hand(design, q, errors):
     driven = np.einsum("rfj,fj->rf", X.reshape(-1, n_feat, size), shape)  # each feature's shape, per row
     own_scales = np.einsum("rf,rn->rnf", driven, dummies / (1 - RHO)).reshape(len(y), -1)  # an entity's own columns
     scaled, both = fit([dummies, own_scales]), fit([dummies, own_scales, moderated])
-    f_scaled, _, df_scaled = both.compare_f_test(scaled)
-    f_shared, _, df_shared = full.compare_f_test(shared)
+    width = q.shape[1]
+    df_scaled, df_shared = n_feat * (size - 1) * width, n_feat * size * (width - 1)
+    f_scaled = f_test(scaled, both, df_scaled, n + n * n_feat + df_scaled)
+    f_shared = f_test(shared, full, df_shared, n + n_feat * size * width)
     theta = np.einsum("fjm,nm->nfj", full.params[n:].reshape(n_feat, size, -1), q)
     kstar = effective_lag(lag_profile(np.einsum("nfj,kj->nfk", theta, design.basis)))
     return (f_scaled, df_scaled), (f_shared, df_shared), kstar

@@ -45,13 +45,16 @@ def test_a_kernel_starts_though_the_tcp_ports_jupyter_would_give_it_are_taken(tm
     from jupyter_client.provisioning.local_provisioner import LocalPortCache
 
     source = toy_notebook(tmp_path / "ports.py", '# %%\nprint("started")\n')
-    (tmp_path / "tmp").mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))  # where the kernel's sockets go
+    # where the kernel's sockets go: a short path of its own (a Unix socket's path has at most 107 characters, which
+    # a pytest-xdist worker's tmp_path can pass)
+    sockets = Path(tempfile.mkdtemp(prefix="ports", dir="/tmp"))
+    monkeypatch.setattr(tempfile, "tempdir", str(sockets))
     with socket.create_server(("127.0.0.1", 0)) as taken:
         monkeypatch.setattr(LocalPortCache, "find_available_port", lambda self, ip: taken.getsockname()[1])
         execute_notebook(source, tmp_path / "ports.ipynb", {})
     assert nbformat.read(tmp_path / "ports.ipynb", as_version=4).cells[-1].outputs[0]["text"] == "started\n"
-    assert not list((tmp_path / "tmp").iterdir())  # the sockets' folder is gone with the kernel
+    assert not list(sockets.iterdir())  # the sockets' folder is gone with the kernel
+    sockets.rmdir()
 
 
 def test_progress_lines_reach_the_terminal_and_the_rest_stays_in_the_log(tmp_path, capfd):

@@ -35,6 +35,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import multiprocessing
+import os
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -310,6 +312,21 @@ def reusable(tables_dir: Path, params: Params, names: list[str], negative: int, 
 
 
 HEARTBEAT = 5.0  # seconds: with replicates in worker processes, a line at least this often while they run
+ORPHAN_POLL = 1.0  # seconds: how often a worker process checks that the process that started it is alive
+
+
+def _die_with_parent() -> None:
+    """Initializer of every worker process: end it within :data:`ORPHAN_POLL` seconds of its parent's end. A runner
+    killed (SIGKILL, an out-of-memory kill, a cluster's time limit) takes its kernel with it (ipykernel watches its
+    parent), but the pool's workers would run on, orphaned, and write the run folders a rerun is writing too."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(ORPHAN_POLL)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True, name="die-with-parent").start()
 
 
 def run_replicates(plan: list[tuple[str, int]], work: Callable[[str, int], list[dict]], jobs: int = 1,
@@ -337,7 +354,8 @@ def run_replicates(plan: list[tuple[str, int]], work: Callable[[str, int], list[
         for name, replicate in plan:
             progress(work(name, replicate))
     else:
-        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
+                                 initializer=_die_with_parent) as pool:
             running = {pool.submit(work, n, r) for n, r in plan}
             while running:
                 finished, running = wait(running, timeout=HEARTBEAT, return_when=FIRST_COMPLETED)

@@ -62,16 +62,23 @@ def read_run(directory: Path, seed: int, method: str, params_hash: str, panel: P
         return _read_run(Path(directory), seed, method, params_hash, panel)
 
 
+def _damaged(directory: Path, what: str) -> RunRejected:
+    """A run whose files are damaged: the workflow sees its metrics.json and would not redo it, so the reason says
+    how to have it retrained."""
+    return RunRejected(f"{what}; delete {directory / 'metrics.json'} and run the grid again, which retrains the run")
+
+
 def _read_run(directory: Path, seed: int, method: str, params_hash: str, panel: Panel) -> Run:
     if not directory.is_dir():
         raise RunRejected("not trained (no run folder)")
     missing = [f for f in RUN_FILES if not (directory / f).is_file()]
     if missing:
-        raise RunRejected(f"{', '.join(missing)} missing (unfinished or damaged run)")
+        raise (_damaged(directory, f"{', '.join(missing)} missing (a damaged run)") if "metrics.json" not in missing
+               else RunRejected(f"{', '.join(missing)} missing (unfinished: the workflow trains it)"))
     try:
         metrics = json.loads((directory / "metrics.json").read_text())
     except (json.JSONDecodeError, UnicodeDecodeError):
-        raise RunRejected("metrics.json is not valid JSON (truncated?)") from None
+        raise _damaged(directory, "metrics.json is not valid JSON (truncated?)") from None
     if metrics.get("params_hash") != params_hash:
         raise RunRejected(f"stale: trained under params hash {metrics.get('params_hash')}, the current params "
                           f"give {params_hash} (the workflow retrains it)")
@@ -84,14 +91,14 @@ def _read_run(directory: Path, seed: int, method: str, params_hash: str, panel: 
     lags = _read_csv(directory / "lags.csv", ["entity", "kstar", "kstar_kind"])
     absent = sorted(set(panel.entities) - set(lags.entity))
     if absent or len(lags) != panel.n_entities or lags.entity.duplicated().any():
-        raise RunRejected(f"lags.csv has {len(lags)} rows for the panel's {panel.n_entities} entities"
-                          + (f" (lacks {len(absent)}, e.g. '{absent[0]}')" if absent else ""))
+        raise _damaged(directory, f"lags.csv has {len(lags)} rows for the panel's {panel.n_entities} entities"
+                       + (f" (lacks {len(absent)}, e.g. '{absent[0]}')" if absent else ""))
     predictions = _read_csv(directory / "predictions.csv", ["entity", "time", "split", "y", "y_hat"])
     counts = predictions.split.value_counts()
     expected = {split: metrics.get(split, {}).get("n") for split in SPLITS}
     short = [f"{split} {counts.get(split, 0)} of {n}" for split, n in expected.items() if counts.get(split, 0) != n]
     if short:
-        raise RunRejected(f"predictions.csv rows differ from metrics.json's counts ({'; '.join(short)})")
+        raise _damaged(directory, f"predictions.csv rows differ from metrics.json's counts ({'; '.join(short)})")
     unknown = sorted(set(predictions.entity) - set(panel.entities))
     if unknown:
         raise RunRejected(f"predictions.csv has entities the panel lacks, e.g. '{unknown[0]}'")
