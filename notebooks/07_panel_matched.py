@@ -80,7 +80,7 @@ names = [name for name in source.scenarios() if not scenarios or name in scenari
 unknown = [name for name in scenarios if name not in panel_matched.SCENARIOS]
 if unknown:
     raise ValueError(f"scenarios: unknown {', '.join(unknown)}; the scenarios: {', '.join(panel_matched.SCENARIOS)}")
-plan = panel_matched.plan(names, replicates)
+plan = panel_matched.plan(names, replicates, neural_replicates)
 print(f"{len(plan)} surrogate audits of {params.domain} ({panel.n_entities} entities x {len(panel.times)} steps): "
       f"{len(names)} scenarios x {replicates} replicates, {n_seeds} seeds each, the AC-GATE family in "
       f"{min(neural_replicates, replicates)} of each; {workers} at once -> {out}")
@@ -105,7 +105,8 @@ pd.Series({name: panel_matched.SCENARIOS[name].description for name in names}, n
 start = time.perf_counter()
 work = functools.partial(panel_matched.run_replicate, source=source, params=params, root=out, seeds=n_seeds,
                          neural=neural_replicates)
-found = calibration.run_replicates(plan, work, jobs=workers, label="panel-matched")
+found = calibration.run_replicates(plan, work, jobs=workers, label="panel-matched",
+                                   kind=lambda name, r: "with AC-GATE" if r < neural_replicates else "classical")
 minutes = (time.perf_counter() - start) / 60
 write_csv(out / "replicates.csv", found, index=False)
 print(f"{len(plan)} replicates in {minutes:.1f} min ({workers} processes)")

@@ -23,10 +23,22 @@ def test_replicates_in_worker_processes_report_while_they_run(small, tmp_path, m
     records = calibration.run_replicates([("lag_free", 0), ("lag_free", 1)], work, jobs=2, log=lines.append)
     assert sorted(zip(records.replicate, records.reference, strict=True)) == [
         (0, "acgate"), (0, "moderated_dl"), (1, "acgate"), (1, "moderated_dl")]
-    assert lines[0] == "[calibration 0/2] 2 replicates, 2 at a time"
+    assert lines[0] == ("[calibration 0/2] 2 replicates, 2 at a time; the time left is estimated once replicates of "
+                        "each kind have finished")
     assert lines[1].startswith("[calibration 0/2] 2 replicates running (")
     assert [line.split("]")[0] for line in lines if "lag_free replicate" in line] == ["[calibration 1/2",
                                                                                        "[calibration 2/2"]
+
+
+def test_the_time_left_is_costed_per_kind_of_replicate():
+    """Worked by hand. The own-panel study ran its AC-GATE replicates (about 10x a classical one) first and estimated
+    elapsed / done x left: "about 1285.7 min left" for a study of minutes. Each kind now costs its own mean, and a kind
+    not seen yet the dearest mean seen."""
+    seconds = {"classical": [10.0, 20.0], "with AC-GATE": []}
+    assert calibration.remaining_minutes(seconds, ["with AC-GATE", "classical", "classical"], 2) == 45 / 2 / 60
+    seconds = {"classical": [10.0], "with AC-GATE": [100.0, 140.0]}
+    assert calibration.remaining_minutes(seconds, ["classical"] * 6, 2) == 60 / 2 / 60
+    assert calibration.remaining_minutes({"classical": []}, ["classical"], 1) is None
 
 
 def test_a_broken_calibration_record_is_not_kept_and_says_why(tmp_path, small):

@@ -280,3 +280,15 @@ def test_the_study_notebook_states_its_rates_in_the_audit(example):
     assert matrix.set_index("reference").loc["moderated_dl", paper_tables.MATCHED_COLUMN] == ", ".join(
         f"{layer} {rates[layer]['false_support']['supported']}/{rates[layer]['false_support']['replicates']}"
         for layer in ("L1", "L2", "lags differ"))
+
+
+def test_the_plan_spreads_the_dear_replicates_among_the_cheap_ones():
+    """The AC-GATE replicates (about 10x a classical one) all came first: 0/180 for 7 minutes, then an estimate of
+    the rest at their cost. Now each kind starts early and the dear ones are spread evenly."""
+    names = ["one_curve", "effect_size", "noise_scale"]
+    order = panel_matched.plan(names, 10, 2)
+    assert sorted(order) == sorted((name, r) for r in range(10) for name in names)  # each replicate once
+    dear = [i for i, (_, r) in enumerate(order) if r < 2]
+    assert dear[0] == 0 and order[1][1] >= 2  # both kinds among the first jobs
+    assert max(b - a for a, b in zip(dear, dear[1:], strict=False)) <= 5  # 6 dear among 30: one every 5
+    assert panel_matched.plan(names, 2, 0) == [(n, r) for r in range(2) for n in names]

@@ -311,7 +311,7 @@ def reusable(tables_dir: Path, params: Params, names: list[str], negative: int, 
                   f"{positive} per positive control): kept (make calibrate measures it again)")
 
 
-HEARTBEAT = 5.0  # seconds: with replicates in worker processes, a line at least this often while they run
+HEARTBEAT = 15.0  # seconds: with replicates in worker processes, a line at least this often while they run
 ORPHAN_POLL = 1.0  # seconds: how often a worker process checks that the process that started it is alive
 
 
@@ -329,41 +329,61 @@ def _die_with_parent() -> None:
     threading.Thread(target=watch, daemon=True, name="die-with-parent").start()
 
 
+def remaining_minutes(seconds: dict[str, list[float]], left: list[str], jobs: int) -> float | None:
+    """What is left of a run of replicates, in minutes: each replicate ``left`` (its kind) costs the mean seconds of
+    the finished ones of its kind (``seconds``: kind -> their times), or, of a kind none has finished, the largest
+    mean of any kind (a kind not seen yet is no cheaper than the dearest seen: the AC-GATE replicates of a study are
+    about ten times a classical one), over ``jobs`` processes; None before any replicate has finished."""
+    means = {kind: sum(times) / len(times) for kind, times in seconds.items() if times}
+    if not means:
+        return None
+    return sum(means.get(kind, max(means.values())) for kind in left) / max(jobs, 1) / 60
+
+
 def run_replicates(plan: list[tuple[str, int]], work: Callable[[str, int], list[dict]], jobs: int = 1,
-                   log: Callable[[str], None] = print, label: str = "calibration") -> pd.DataFrame:
+                   log: Callable[[str], None] = print, label: str = "calibration",
+                   kind: Callable[[str, int], str] = lambda name, replicate: "replicate") -> pd.DataFrame:
     """Every (scenario, replicate) of ``plan`` through ``work`` (:func:`run_replicate` with its params and folder
     bound, or :func:`acgate.audit.panel_matched.run_replicate`; in ``jobs`` fresh processes when more than one, so it
     must pickle), one progress line per finished replicate (and, with worker processes, one every
-    :data:`HEARTBEAT` seconds without one); the records of every replicate in one table."""
+    :data:`HEARTBEAT` seconds without one), its estimate of the time left from the cost of each ``kind`` of
+    replicate (:func:`remaining_minutes`); the records of every replicate in one table."""
     records, start = [], time.perf_counter()
-    log(f"[{label} 0/{len(plan)}] {len(plan)} replicates, {max(jobs, 1)} at a time")
+    workers = max(jobs, 1)
+    kinds = {item: kind(*item) for item in plan}
+    counts = {k: list(kinds.values()).count(k) for k in dict.fromkeys(kinds.values())}
+    log(f"[{label} 0/{len(plan)}] {len(plan)} replicates"
+        + (f" ({', '.join(f'{n} {k}' for k, n in counts.items())})" if len(counts) > 1 else "")
+        + f", {workers} at a time; the time left is estimated once replicates of each kind have finished")
+    seconds: dict[str, list[float]] = {k: [] for k in counts}
+    pending = list(plan)
 
-    done = 0
-
-    def progress(found: list[dict]) -> None:
-        nonlocal done
+    def progress(item: tuple[str, int], found: list[dict]) -> None:
         records.extend(found)
-        done += 1
-        elapsed, left = time.perf_counter() - start, len(plan) - done
+        pending.remove(item)
+        seconds[kinds[item]].append(found[0]["seconds"] if found else 0.0)
+        done, elapsed = len(plan) - len(pending), time.perf_counter() - start
+        left = remaining_minutes(seconds, [kinds[i] for i in pending], workers)
         verdicts = ", ".join(f"{r['reference']} L1 {r['calibrated_L1']}, L2 {r['calibrated_L2']}" for r in found)
-        log(f"[{label} {done}/{len(plan)}] {found[0]['scenario']} replicate {found[0]['replicate']}: "
-            f"calibrated {verdicts} ({found[0]['seconds']:.0f} s; {elapsed / 60:.1f} min so far, about "
-            f"{elapsed / done * left / 60:.1f} min left)")
+        log(f"[{label} {done}/{len(plan)}] {item[0]} replicate {item[1]}: calibrated {verdicts} "
+            f"({found[0]['seconds'] if found else 0:.0f} s; {elapsed / 60:.1f} min so far"
+            + (f", about {left:.1f} min left)" if left is not None else ")"))
 
     if jobs <= 1:
         for name, replicate in plan:
-            progress(work(name, replicate))
+            progress((name, replicate), work(name, replicate))
     else:
         with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
                                  initializer=_die_with_parent) as pool:
-            running = {pool.submit(work, n, r) for n, r in plan}
+            items = {pool.submit(work, n, r): (n, r) for n, r in plan}
+            running = set(items)
             while running:
                 finished, running = wait(running, timeout=HEARTBEAT, return_when=FIRST_COMPLETED)
                 for future in finished:
-                    progress(future.result())
+                    progress(items[future], future.result())
                 if not finished:
-                    log(f"[{label} {done}/{len(plan)}] {min(jobs, len(running))} replicates running "
-                        f"({(time.perf_counter() - start) / 60:.1f} min so far)")
+                    log(f"[{label} {len(plan) - len(pending)}/{len(plan)}] {min(jobs, len(running))} replicates "
+                        f"running ({(time.perf_counter() - start) / 60:.1f} min so far)")
     return pd.DataFrame(records).sort_values(["control", "scenario", "replicate", "reference"], kind="stable",
                                              ignore_index=True)
 

@@ -304,10 +304,19 @@ def run_replicate(name: str, replicate: int, source: Source, params: Params, roo
                              round(time.perf_counter() - start, 2))
 
 
-def plan(names: list[str], replicates: int) -> list[tuple[str, int]]:
-    """(scenario, replicate) of every replicate, the replicates of each scenario in turn (so the neural ones, the
-    first of each, come early)."""
-    return [(name, r) for r in range(replicates) for name in names]
+def plan(names: list[str], replicates: int, neural: int = 0) -> list[tuple[str, int]]:
+    """(scenario, replicate) of every replicate, the scenarios in turn within each replicate number, and the ``neural``
+    first replicates of each scenario (the AC-GATE family's, about ten times as dear) spread evenly among the others,
+    so that the cost of both kinds is known early (the time left is estimated per kind) and the progress is even."""
+    dear = [(name, r) for r in range(min(neural, replicates)) for name in names]
+    cheap = [(name, r) for r in range(min(neural, replicates), replicates) for name in names]
+    order, taken = [], 0
+    for i, item in enumerate(dear, start=1):
+        order.append(item)
+        upto = round(i * len(cheap) / len(dear))
+        order += cheap[taken:upto]
+        taken = upto
+    return order + cheap[taken:]
 
 
 STATEMENT_LAYERS = ("L1", "L2", "L3", "lags differ")
