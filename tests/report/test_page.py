@@ -3,6 +3,7 @@
 import dataclasses
 import html
 
+import markdown_it
 import pandas as pd
 
 from acgate.report.audit_page import write_audit_report
@@ -27,3 +28,14 @@ def test_user_strings_are_escaped_in_html_and_markdown(tiny_grid, tmp_path):
     assert '<span class="v supported">supported</span>' in shown  # a verdict as a badge
     markdown, files = render_markdown(small)
     assert "**supported** entity `a<b` & c_d" in markdown and not files
+
+
+def test_strong_text_with_spaces_at_its_ends_renders_bold_under_commonmark():
+    """report.md showed a literal "**features: **driver" in 9 bullets: CommonMark closes no emphasis after a space."""
+    page = Page("t")
+    page.bullets([[Strong("features: "), "driver"], [Strong(" audit"), " done"]])
+    page.paragraph(Strong("supported"), " plainly")
+    markdown, _ = render_markdown(page)
+    rendered = markdown_it.MarkdownIt("commonmark").render(markdown)
+    assert "**" not in rendered, rendered
+    assert "<strong>features:</strong> driver" in rendered and "<strong>audit</strong> done" in rendered

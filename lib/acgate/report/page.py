@@ -191,8 +191,11 @@ def _md_escape(text: str) -> str:
 def _md_runs(runs: list) -> str:
     out = []
     for run in runs:
-        if isinstance(run, Strong):
-            out.append(f"**{_md_escape(run.text)}**")
+        if isinstance(run, Strong):  # spaces inside the markers would leave them literal under CommonMark
+            text = str(run.text)
+            core = text.strip()
+            lead, trail = text[:len(text) - len(text.lstrip())], text[len(text.rstrip()):]
+            out.append(f"{lead}**{_md_escape(core)}**{trail}" if core else text)
         elif isinstance(run, Code):
             out.append(f"`{run.text.replace('`', '')}`")
         elif isinstance(run, Link):
