@@ -21,11 +21,12 @@
 #   panel's residual scale and persistence (`one_curve`), and with the proxies setting the size of the lagged
 #   effect (`effect_size`) or of the noise (`noise_scale`): L1, L2 and L3 must not say "supported", nor the
 #   lags-differ statement;
-# - **positives**, each entity's lag curve shifted so that the true lags spread by 0.5, 1 or 2 lags (sd across
-#   entities): along the proxies' direction (`proxy_lags_*`: the proxies hold the lags, so L1, L2, L3 and the
-#   lags-differ statement should say "supported"), or along a stratifier the proxies do not carry
-#   (`stratifier_lags_*`: the lags differ, which the lags-differ statement should find, but the proxies cannot
-#   hold them, so L1, L2 and L3 must not say so).
+# - **positives**, each entity's lag curve shifted so that the true lags spread by 0.25 to 3 lags (sd across
+#   entities) along the proxies' direction (`proxy_lags_*`: the proxies hold the lags, so L1, L2, L3 and the
+#   lags-differ statement should say "supported"), or by 0.5, 1 or 2 lags along a stratifier the proxies do not
+#   carry (`stratifier_lags_*`: the lags differ, which the lags-differ statement should find, but the proxies cannot
+#   hold them, so L1, L2 and L3 must not say so). The smallest spread each rule detects in 80 % of the surrogates
+#   is what a "not certified" on this panel cannot exclude.
 #
 # Every replicate is a full audit of a surrogate's runs with the domain's own model, training and audit settings:
 # the moderated distributed lag and its three twins in every replicate (a second or a few), AC-GATE and its three
