@@ -161,8 +161,10 @@ def audit_panel(frame: pd.DataFrame, *, entity: str, time: str, target: str, fea
         raise KeyError(f"the frame has no column(s) {', '.join(map(repr, missing))} (it has "
                        f"{', '.join(map(str, frame.columns[:12]))}{', ...' if len(frame.columns) > 12 else ''}); "
                        "name the frame's own columns in entity, time, target, features, proxies, stratifiers, static")
-    times = pd.to_numeric(frame[time], errors="coerce")
-    first, last = int(times.min()), int(times.max())
+    times = pd.to_numeric(frame[time], errors="coerce").dropna()
+    if times.empty:
+        raise ValueError(f"column {time!r} holds no number: times are whole numbers (years, or steps 0, 1, 2, ...)")
+    first, last = int(times.min()), int(times.max())  # a cell that is no whole number stops in the CSV loader
     val_start, test_start = split or (first + round(HELD_OUT[0] * (last - first + 1)),
                                       first + round(HELD_OUT[1] * (last - first + 1)))
     csv = workdir / "data" / "raw" / f"{domain}.csv"
