@@ -104,7 +104,15 @@ panel-matched: setup
 dry-run: setup
 	$(SNAKEMAKE) --dry-run --quiet rules $(if $(CONFIG),--config $(CONFIG))
 
+# --unlock removes every lock of the project, a running grid's too (which then fails): refused while a Snakemake
+# process works in this folder ([s]: the pattern does not match this shell's own command line)
 unlock: setup
+	@running=$$(for pid in $$(pgrep -f '[s]nakemake'); do \
+		[ "$$(readlink /proc/$$pid/cwd 2>/dev/null)" = "$(CURDIR)" ] && echo $$pid; done); \
+	if [ -n "$$running" ]; then \
+		echo "make unlock: a workflow is running in $(CURDIR) (process $$(echo $$running)); its lock is not stale."; \
+		echo "Wait for it to end, or stop it first (kill $$(echo $$running)); unlock only after a hard kill or power loss."; \
+		exit 1; fi
 	$(SNAKEMAKE) --unlock $(if $(CONFIG),--config $(CONFIG))
 
 bench: setup

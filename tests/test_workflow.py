@@ -35,9 +35,9 @@ REAL = (RAW / "pwt110.dta").is_file()
 DOMAINS = ["synthetic_linear", "economics" if REAL else "synthetic_nonlinear"]
 
 
-def snakemake(workdir, *args, config=(), env=None, **kwargs):
+def snakemake(workdir, *args, config=(), env=None, cores="2", **kwargs):
     cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "workflow" / "Snakefile"), "--directory",
-           str(workdir), "--cores", "2", *args, "--config", *config]
+           str(workdir), *(["--cores", cores] if cores else []), *args, "--config", *config]
     env = {**os.environ, "ACGATE_RAW_DIR": str(RAW), **(env or {})}
     return subprocess.run(cmd, capture_output=True, text=True, env=env, **kwargs)
 
@@ -227,13 +227,14 @@ def test_the_grid_ends_in_the_report_and_the_html_view(grid):
 
 
 def test_snakemakes_report_shows_the_results_with_their_captions(grid, tmp_path):
-    """`snakemake --report` on a finished grid gathers the figures and tables marked report() in the Snakefile, each
-    with its caption (workflow/report/<name>.rst), and leaves the grid as it was."""
+    """`snakemake --report` on a finished grid, as the README gives it (no --cores: the workflow's check of the cores
+    stopped it, "Workflow requires a total number of cores"), gathers the figures and tables marked report() in the
+    Snakefile, each with its caption (workflow/report/<name>.rst), and leaves the grid as it was."""
     workdir = grid[0]
     files = [path for path in (workdir / GRID).rglob("*") if path.is_file()]
     before = {path: path.stat().st_mtime_ns for path in files}
     page = tmp_path / "report.html"
-    done = snakemake(workdir, "--report", str(page), config=[*SMOKE, f"domains=[{', '.join(DOMAINS)}]"])
+    done = snakemake(workdir, "--report", str(page), config=[*SMOKE, f"domains=[{', '.join(DOMAINS)}]"], cores=None)
     assert done.returncode == 0, done.stderr[-3000:]
     for name in ("evidence.png", "use_case.png", "architecture.png", "verdict_matrix.csv", "synthetic_summary.csv",
                  "reproduction.csv"):
@@ -606,3 +607,18 @@ def test_files_dated_in_the_future_stop_the_workflow_with_the_fix(tmp_path):
                      r"-newermt now -exec touch", done.stdout + done.stderr), done.stdout[-2000:]
     os.utime(future, (time.time(), time.time()))  # given today's date, the grid plans as usual
     assert snakemake(tmp_path, "-n", config=[*SMOKE, "domains=[synthetic_linear]"]).returncode == 0
+
+
+@pytest.mark.skipif(not Path("/proc/self/cwd").exists(), reason="reads the processes' folders in /proc (Linux)")
+def test_make_unlock_leaves_a_running_workflows_lock_alone():
+    """`make unlock` removed every lock of the project, another running grid's too, which then failed."""
+    grid = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "snakemake"], cwd=ROOT)
+    try:
+        done = make("unlock")
+    finally:
+        grid.kill()
+        grid.wait()
+    assert done.returncode != 0
+    running = re.search(rf"a workflow is running in {re.escape(str(ROOT))} \(process ([\d ]+)\); its lock is not "
+                        "stale", done.stdout)
+    assert running and str(grid.pid) in running.group(1).split(), done.stdout
