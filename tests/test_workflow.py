@@ -221,6 +221,8 @@ def test_the_grid_ends_in_the_report_and_the_html_view(grid):
     assert (figures / "audit_calibration.png").is_file()
     assert (workdir / GRID / "html" / GRID / "synthetic_linear" / "seed01" / "03_train.html").is_file()
     assert "workflow finished in" in log, log[-3000:]
+    reports = re.search(r"^audit reports, one page a domain: (.*)$", log, re.MULTILINE)  # the last lines name them
+    assert reports and reports.group(1).split(", ") == [str(GRID / d / "audit" / "report.html") for d in DOMAINS]
     kept, trained = killed_seed_methods(log)  # the killed seed's progress, each method kept or trained anew
     expected = load_params(ROOT / "params" / "synthetic_linear.yaml", ROOT / "params" / "smoke.yaml").methods
     assert kept | trained == set(expected), (kept, trained)

@@ -25,6 +25,7 @@ PANEL_DATA_FILES = ("panel.npz", "stratifiers.csv")  # a saved panel's data (Pan
 PANEL_FILES = (*PANEL_DATA_FILES, "panel.json")  # what every saved panel holds
 PREPARED_FILES = (*PANEL_FILES, "entities.csv", "manifest.json")  # a real domain's panel folder (prep.save)
 DRAWN_FILES = (*PANEL_FILES, "dgp_settings.json")  # a synthetic seed's panel folder (dgp.load_or_simulate)
+AUDIT_PAGE, AUDIT_MARKDOWN = "report.html", "report.md"  # a domain's audit report, in its audit folder
 
 
 def project_root(start: Path | None = None) -> Path:

@@ -5,7 +5,7 @@ verdicts first, the problems and warnings once each, the figures, the data and t
 import html
 import re
 
-from acgate.report.audit_page import HTML_NAME, MARKDOWN_NAME
+from acgate.layout import AUDIT_MARKDOWN, AUDIT_PAGE
 from tests.report.conftest import PARTIAL
 
 
@@ -50,7 +50,7 @@ def test_the_page_is_self_contained(tiny_grid):
 def test_the_markdown_twin_says_the_same_with_its_figures_beside_it(tiny_grid):
     result, _, _, _, html_path, md_path = tiny_grid
     text = md_path.read_text()
-    assert md_path.name == MARKDOWN_NAME and html_path.name == HTML_NAME
+    assert md_path.name == AUDIT_MARKDOWN and html_path.name == AUDIT_PAGE
     for heading in ("## Verdicts at a glance", "## Verdicts for AC-GATE", "## Figures", "## Data", "## Provenance"):
         assert heading in text
     figures = re.findall(r"!\[\w+\]\((report_figures/\w+\.png)\)", text)

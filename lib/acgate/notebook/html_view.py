@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 import mistune
 
+from acgate.layout import AUDIT_PAGE
 from acgate.runs import atomic_write
 
 if TYPE_CHECKING:
@@ -132,7 +133,7 @@ def _audit_reports(index: Path, notebooks: list[Path], read: list[nbformat.Noteb
     verdict matrix of the grid that 05_report tabulated (its ``tables_dir``), naming that grid's runs folder."""
     links = [f'<li><a href="{html.escape(os.path.relpath(page, index.parent))}">{html.escape(_where(notebook)[0])}'
              "</a></li>" for notebook in map(Path, notebooks)
-             if notebook.stem == "04_audit" and (page := notebook.parent / "report.html").is_file()]
+             if notebook.stem == "04_audit" and (page := notebook.parent / AUDIT_PAGE).is_file()]
     out = (f"<h2>Audit reports</h2>\n<p>One page per domain: the verdicts with their evidence, warnings and error "
            f"rates, the figures, the data and the provenance.</p>\n<ul>{''.join(links)}</ul>\n") if links else ""
     for notebook, nb in zip(map(Path, notebooks), read, strict=True):

@@ -28,12 +28,10 @@ from acgate.audit.domain_audit import CLASSICAL, NEURAL, AuditResult
 from acgate.audit.run_folders import load_panel
 from acgate.audit.verdicts import LAYERS, RULES_VERSION
 from acgate.config import Params
-from acgate.layout import audit_dir, method_dir, panel_dir
+from acgate.layout import AUDIT_MARKDOWN, AUDIT_PAGE, audit_dir, method_dir, panel_dir
 from acgate.report import audit_figures, render
 from acgate.report.page import FIGURES_FOLDER, Code, Link, Page, Strong, render_html, render_markdown
 from acgate.runs import RunFolderBusy, atomic_write, code_versions, git_sha, reading
-
-HTML_NAME, MARKDOWN_NAME = "report.html", "report.md"
 
 # one plain sentence per layer and verdict ({r}: the reference's name); the evidence and the rule follow it
 SENTENCES = {
@@ -474,7 +472,7 @@ def write_audit_report(result: AuditResult, params: Params, runs_root: Path, dat
             stale.unlink()
     for path, png in files.items():
         atomic_write(out_dir / path, functools.partial(_write, png), binary=True)
-    html_path, md_path = out_dir / HTML_NAME, out_dir / MARKDOWN_NAME
+    html_path, md_path = out_dir / AUDIT_PAGE, out_dir / AUDIT_MARKDOWN
     atomic_write(html_path, lambda f: f.write(render_html(page)))
     atomic_write(md_path, lambda f: f.write(markdown))
     return html_path, md_path
