@@ -137,3 +137,17 @@ def test_lags_differ_whatever_the_proxies_say(scenario, differ):
     found = gls.shape_test(design, gls.error_model(design), gls.SHAPE_DRAWS, np.random.default_rng(0))
     assert found["entities"] == panel.n_entities
     assert (found["p"] < 0.05) == differ, found
+
+
+def test_stacked_residual_sums_are_least_squares_whatever_the_rank():
+    """The permutations are refitted as one stack: each residual sum of squares is numpy's least squares on its
+    own, for well-conditioned grams (solved directly) and for a gram with two identical columns (pseudo-inverse)."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(5, 40, 6))
+    X[4, :, 5] = X[4, :, 4]  # collinear: the gram is singular
+    y = rng.normal(size=(5, 40))
+    grams, moments, totals = X.transpose(0, 2, 1) @ X, np.einsum("bsd,bs->bd", X, y), np.sum(y**2, axis=1)
+    found = gls._rss(grams, moments, totals)
+    expected = [np.sum((y[b] - X[b] @ np.linalg.lstsq(X[b], y[b], rcond=None)[0]) ** 2) for b in range(5)]
+    assert np.allclose(found, expected, rtol=1e-9)
+    assert np.isclose(gls._rss(grams[0], moments[0], totals[0]), expected[0], rtol=1e-9)  # one gram, no stack

@@ -173,3 +173,26 @@ def test_a_second_writer_of_a_run_folder_stops_naming_the_first(smoke_params, pa
     notebook.wait()
     assert runner.run_method(panel, smoke_params, "uniform_lag", 0, tmp_path, quiet, retrain=True)["run_id"] != \
         json.loads(finished)["run_id"]
+
+
+def test_a_seedless_fit_is_fitted_once_per_panel_and_copied_to_the_other_seeds(smoke_params, panel, tmp_path):
+    """A closed-form fit reads no seed: on one panel, seed 1's run is seed 0's fit, copied (the same files a fresh fit
+    of seed 1 writes, its manifest naming the source); a seed-dependent one (shuffled_dl) and another panel fit
+    afresh."""
+    lines = []
+    runner.run_method(panel, smoke_params, "moderated_dl", 0, tmp_path, quiet)
+    copied = runner.run_method(panel, smoke_params, "moderated_dl", 1, tmp_path, lines.append)
+    assert copied["copied_from"] == "seed00/moderated_dl" and "the fit of seed00/moderated_dl" in lines[-1]
+    out = method_dir(tmp_path, smoke_params.domain, 1, "moderated_dl")
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["seed"] == 1 and manifest["copied_from"] == "seed00/moderated_dl"
+    assert current_metrics(out, smoke_params.digest(), panel.digest()) == copied  # it counts as a finished run
+    fresh = tmp_path / "fresh"
+    runner.run_method(panel, smoke_params, "moderated_dl", 1, fresh, quiet)
+    for name in ("lags.csv", "predictions.csv", "coefficients.csv"):
+        pd.testing.assert_frame_equal(pd.read_csv(out / name),
+                                      pd.read_csv(method_dir(fresh, smoke_params.domain, 1, "moderated_dl") / name))
+    assert "copied_from" not in runner.run_method(panel, smoke_params, "shuffled_dl", 1, tmp_path, quiet)
+    runner.run_method(panel, smoke_params, "shuffled_dl", 2, tmp_path, quiet)
+    other = dataclasses.replace(panel, Y=panel.Y * 2)
+    assert "copied_from" not in runner.run_method(other, smoke_params, "moderated_dl", 2, tmp_path, quiet)

@@ -45,6 +45,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from threadpoolctl import threadpool_limits
 
 from acgate import statistics
 from acgate.audit import domain_audit as audit
@@ -315,10 +316,16 @@ HEARTBEAT = 15.0  # seconds: with replicates in worker processes, a line at leas
 ORPHAN_POLL = 1.0  # seconds: how often a worker process checks that the process that started it is alive
 
 
-def _die_with_parent() -> None:
-    """Initializer of every worker process: end it within :data:`ORPHAN_POLL` seconds of its parent's end. A runner
-    killed (SIGKILL, an out-of-memory kill, a cluster's time limit) takes its kernel with it (ipykernel watches its
-    parent), but the pool's workers would run on, orphaned, and write the run folders a rerun is writing too."""
+def _start_worker() -> None:
+    """Initializer of every worker process: one thread for numpy's BLAS and PyTorch (the pool runs one worker per
+    core; more threads each would oversubscribe them, and small fits then run many times slower), and an end within
+    :data:`ORPHAN_POLL` seconds of its parent's end. A runner killed (SIGKILL, an out-of-memory kill, a cluster's time
+    limit) takes its kernel with it (ipykernel watches its parent), but the pool's workers would run on, orphaned, and
+    write the run folders a rerun is writing too."""
+    import torch  # here only: a grid that checks its plan imports this module without PyTorch
+
+    threadpool_limits(1)
+    torch.set_num_threads(1)
     parent = os.getppid()
 
     def watch() -> None:
@@ -374,7 +381,7 @@ def run_replicates(plan: list[tuple[str, int]], work: Callable[[str, int], list[
             progress((name, replicate), work(name, replicate))
     else:
         with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
-                                 initializer=_die_with_parent) as pool:
+                                 initializer=_start_worker) as pool:
             items = {pool.submit(work, n, r): (n, r) for n, r in plan}
             running = set(items)
             while running:

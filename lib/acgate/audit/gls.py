@@ -52,6 +52,7 @@ RHO_GRID = np.round(np.arange(-0.9, 0.9901, 0.01), 2)  # the AR(1) coefficients 
 RHO_DRAWS = 20  # ... each on this many simulated panels (the same shocks for all: a smooth, monotone search)
 BIAS_ENTITIES = 500  # ... of at most this many of the panel's entities (a fixed sample): the bias is per entity
 BASIS_SIZE = 4  # J of the lag curves the tests compare (at most K), as the classical fits' smallest usual choice
+PERMUTATION_BYTES = 2**26  # interaction_test refits its permutations in stacks of at most this many bytes
 SALT = 7_919  # ar1_bias's simulated shocks, apart from every other random stream of the project
 
 
@@ -190,19 +191,37 @@ class Moments:
                    errors.rows.sum(axis=1))
 
 
-def _rss(gram: np.ndarray, moment: np.ndarray, total: float) -> float:
-    """The residual sum of squares of least squares with this gram matrix and moment vector, the target's sum of
-    squares ``total``."""
-    beta = np.linalg.lstsq(gram, moment, rcond=None)[0]
-    return float(total - moment @ beta)
+def _rss(gram: np.ndarray, moment: np.ndarray, total: float | np.ndarray) -> np.ndarray:
+    """The residual sums of squares of least squares with these gram matrices (..., d, d) and moment vectors (..., d),
+    the target's sum of squares ``total``: stacked, one per leading index. Each gram is scaled to a unit diagonal and
+    solved by LU where its Cholesky factor shows it well conditioned (a pivot ratio above 1e-5), by pseudo-inverse
+    otherwise (collinear columns: the least-squares fit all the same)."""
+    lead, d = gram.shape[:-2], gram.shape[-1]
+    gram, moment = gram.reshape(-1, d, d), moment.reshape(-1, d)
+    diagonal = np.diagonal(gram, axis1=1, axis2=2)
+    scale = 1 / np.sqrt(np.where(diagonal > 0, diagonal, 1.0))
+    gram, moment = gram * scale[:, :, None] * scale[:, None, :], moment * scale
+    try:
+        pivots = np.diagonal(np.linalg.cholesky(gram), axis1=1, axis2=2)
+        stable = np.isfinite(pivots).all(axis=1) & (pivots.min(axis=1) > 1e-5 * pivots.max(axis=1))
+    except np.linalg.LinAlgError:  # one of the stack is not positive definite: all by pseudo-inverse
+        stable = np.zeros(len(gram), dtype=bool)
+    coef = np.empty_like(moment)
+    coef[stable] = np.linalg.solve(gram[stable], moment[stable][..., None])[..., 0]
+    coef[~stable] = (np.linalg.pinv(gram[~stable], hermitian=True) @ moment[~stable][..., None])[..., 0]
+    fitted = np.einsum("bd,bd->b", moment, coef)
+    return total - fitted.reshape(lead)
 
 
 def _moderated(m: Moments, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Gram (P Q, P Q) and moment (P Q,) of the moderated curves' regressors (the columns of :func:`interactions`)."""
-    n, p, width = len(q), m.G.shape[1], q.shape[1]
-    outer = (q[:, :, None] * q[:, None, :]).reshape(n, width * width)
-    gram = (m.G.reshape(n, p * p).T @ outer).reshape(p, p, width, width)  # one matrix product: sum_i G_i (x) q_i q_i'
-    return gram.transpose(0, 2, 1, 3).reshape(p * width, p * width), (m.h.T @ q).reshape(-1)
+    """Gram (..., P Q, P Q) and moment (..., P Q) of the moderated curves' regressors (the columns of
+    :func:`interactions`) for moderators q (..., N, Q): one per leading index, e.g. a stack of permutations."""
+    n, p, width = q.shape[-2], m.G.shape[1], q.shape[-1]
+    outer = (q[..., :, None] * q[..., None, :]).reshape(*q.shape[:-2], n, width * width)
+    gram = m.G.reshape(n, p * p).T @ outer  # sum_i G_i (x) q_i q_i', (..., P P, Q Q): one matrix product per stack
+    gram = gram.reshape(*q.shape[:-2], p, p, width, width)
+    gram = np.moveaxis(gram, -2, -3).reshape(*q.shape[:-2], p * width, p * width)
+    return gram, np.einsum("np,...nq->...pq", m.h, q).reshape(*q.shape[:-2], p * width)
 
 
 def _entity_scaled(m: Moments, shape: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -270,24 +289,29 @@ def interaction_test(design: LagDesign, q: np.ndarray, errors: ErrorModel, permu
                 np.full((n, len(design.basis)), np.nan))
     shape = shared_shape(m, n_feat)
     total = float(m.yy.sum())
-    rss_shared = _rss(m.G.sum(axis=0), m.h.sum(axis=0), total)
+    rss_shared = float(_rss(m.G.sum(axis=0), m.h.sum(axis=0), total))
     partial = Moments(*_entity_scaled(m, shape), m.count)
     rss_scaled = float(partial.yy.sum())
 
-    def statistics(moderators: np.ndarray) -> tuple[float, float]:
+    def statistics(moderators: np.ndarray) -> np.ndarray:
+        """(B, 2) both F statistics of moderators (B, N, Q)."""
         rss_moderated = _rss(*_moderated(m, moderators), total)
         rss_both = _rss(*_moderated(partial, moderators), rss_scaled)
-        return ((rss_scaled - rss_both) / df_scaled / (max(rss_both, 1e-300) / scaled_df),
-                (rss_shared - rss_moderated) / (p_mod - p_shared) / (max(rss_moderated, 1e-300) / residual_df))
+        return np.stack([(rss_scaled - rss_both) / df_scaled / (np.maximum(rss_both, 1e-300) / scaled_df),
+                         (rss_shared - rss_moderated) / (p_mod - p_shared)
+                         / (np.maximum(rss_moderated, 1e-300) / residual_df)], axis=-1)
 
-    observed = statistics(q)
-    draws = np.array([statistics(q[rng.permutation(n)]) for _ in range(permutations)]).reshape(-1, 2)
-    p_perm = (1 + np.sum(draws >= np.array(observed) * (1 - 1e-12), axis=0)) / (permutations + 1)
+    observed = statistics(q[None])[0]
+    orders = np.array([rng.permutation(n) for _ in range(permutations)], dtype=int).reshape(-1, n)
+    chunk = max(1, PERMUTATION_BYTES // (8 * (p_mod**2 + n * width * width)))  # permutations refitted at once
+    draws = np.concatenate([statistics(q[orders[i:i + chunk]]) for i in range(0, permutations, chunk)]
+                           or [np.empty((0, 2))])
+    p_perm = (1 + np.sum(draws >= observed * (1 - 1e-12), axis=0)) / (permutations + 1)
     gram, moment = _moderated(m, q)
     theta = np.einsum("fjm,nm->nfj", np.linalg.lstsq(gram, moment, rcond=None)[0].reshape(n_feat, size, width), q)
     profile = lag_profile(np.einsum("nfj,kj->nfk", theta, design.basis))
-    return {**row, "f_vs_entity_scaled": observed[0], "p_vs_entity_scaled": float(p_perm[0]),
-            "f_vs_shared": observed[1], "p_vs_shared": float(p_perm[1]),
+    return {**row, "f_vs_entity_scaled": float(observed[0]), "p_vs_entity_scaled": float(p_perm[0]),
+            "f_vs_shared": float(observed[1]), "p_vs_shared": float(p_perm[1]),
             "kstar_sd": float(np.std(effective_lag(profile))), "note": ""}, profile
 
 

@@ -12,16 +12,20 @@ baselines.
 
 from __future__ import annotations
 
+import functools
+import json
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 import pandas as pd
 import torch
+from threadpoolctl import threadpool_limits
 
-from acgate.config import CLASSICAL_METHODS, GATE_METHODS, Params
+from acgate.config import CLASSICAL_METHODS, CLOSED_FORM_METHODS, GATE_METHODS, Params
 from acgate.data.panel import SPLITS, Panel
 from acgate.layout import method_dir
 from acgate.models import baselines, lags
@@ -34,9 +38,11 @@ from acgate.runs import (
     atomic_write,
     current_metrics,
     manifest,
+    reading,
     remove_interrupted_writes,
     write_csv,
     write_json,
+    writer,
     writing,
 )
 
@@ -88,6 +94,8 @@ def summarise(preds: pd.DataFrame, table: pd.DataFrame, facts: dict,
 
 SHUFFLED_PROXIES_SALT = 104_729  # the shuffled_proxies method's permutation differs from a proxy-shuffle domain's
 SHUFFLED_METHODS = ("shuffled_proxies", "shuffled_dl")  # trained on the proxies permuted (the same permutation)
+# closed-form fits that read no seed: on one panel every seed's run is the same, so it is fitted once and copied
+SEEDLESS_METHODS = tuple(m for m in CLOSED_FORM_METHODS if m not in SHUFFLED_METHODS)
 
 
 @dataclass
@@ -116,12 +124,52 @@ def run_method(panel: Panel, params: Params, method: str, seed: int, runs_root: 
     the same run folder stops it, before it changes anything, with :class:`acgate.runs.RunFolderBusy`.
     """
     out = method_dir(runs_root, params.domain, seed, method)
-    with writing(out):  # one writer per run folder: a second one stops, naming the first
+    # one writer per run folder (a second one stops, naming the first); numpy's BLAS on the run's threads, as PyTorch
+    with writing(out), threadpool_limits(params.train.threads, user_api="blas"):
         kept = None if retrain else current_metrics(out, params.digest(), panel.digest())
         if kept is not None:
             log(f"  [{method} seed {seed}] kept: finished run with the same parameters in {out} (retrain redoes it)")
             return kept
+        fitted = None if retrain or method not in SEEDLESS_METHODS else _fitted_for_another_seed(panel, params, method,
+                                                                                                   out)
+        if fitted is not None:
+            return _copy_run(fitted, out, seed, log)
         return _retrain(panel, params, method, seed, out, log, bar)
+
+
+def _fitted_for_another_seed(panel: Panel, params: Params, method: str, out: Path) -> Path | None:
+    """The run folder of another seed of ``method`` (one of :data:`SEEDLESS_METHODS`) finished under the same
+    parameters on the same panel, or None: a real panel is one panel for every seed."""
+    for other in sorted(out.parent.parent.glob(f"seed*/{method}")):
+        if other != out and writer(other) is None and current_metrics(other, params.digest(), panel.digest()):
+            return other
+    return None
+
+
+def _write_bytes(file: IO[bytes], content: bytes) -> None:
+    file.write(content)
+
+
+def _copy_run(source: Path, out: Path, seed: int, log: Callable[[str], None]) -> dict:
+    """Run folder ``out`` of seed ``seed`` as a copy of ``source``, the same closed-form fit on the same panel: its
+    files as they are, the manifest's seed this one's and ``copied_from`` naming the source (the fit's ``seconds``
+    stay in metrics.json, what the method costs; the report's training total counts the fit once)."""
+    (out / "metrics.json").unlink(missing_ok=True)
+    remove_interrupted_writes(out)
+    with reading(source):
+        files = {path.name: path.read_bytes() for path in source.iterdir()
+                 if path.is_file() and not path.name.startswith(".") and path.name not in ("metrics.json",
+                                                                                            "manifest.json")}
+        metrics = json.loads((source / "metrics.json").read_text())
+        record = json.loads((source / "manifest.json").read_text())
+    for name, content in files.items():
+        atomic_write(out / name, functools.partial(_write_bytes, content=content), binary=True)
+    copied_from = f"{source.parent.name}/{source.name}"
+    write_json(out / "manifest.json", {**record, "seed": seed, "copied_from": copied_from})
+    metrics["copied_from"] = copied_from
+    write_json(out / "metrics.json", metrics)
+    log(f"  [{source.name} seed {seed}] the fit of {copied_from}: a closed-form fit reads no seed")
+    return metrics
 
 
 def _retrain(panel: Panel, params: Params, method: str, seed: int, out: Path, log: Callable[[str], None],

@@ -357,7 +357,8 @@ def run_manifest(runs_root: Path, results: dict[str, domain_audit.AuditResult], 
             folder = method_dir(runs_root, domain, seed, method)
             with reading(folder):
                 manifests.append(json.loads((folder / "manifest.json").read_text()))
-                seconds.append(json.loads((folder / "metrics.json").read_text()).get("seconds", 0.0))
+                metrics = json.loads((folder / "metrics.json").read_text())
+                seconds.append(0.0 if "copied_from" in metrics else metrics.get("seconds", 0.0))  # a fit counted once
     created = [m["created_utc"] for m in manifests]
     started_file = Path(runs_root) / ".workflow_started.json"
     invocation = json.loads(started_file.read_text()) if started_file.is_file() else {}
