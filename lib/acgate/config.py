@@ -32,6 +32,8 @@ NEURAL_BASELINES = ("plain_lstm", "tft", "ganet")
 CLASSICAL_METHODS = ("moderated_dl", "shared_dl", "shuffled_dl", "proxy_scaled_dl", "two_stage_dl")
 METHODS = GATE_METHODS + NEURAL_BASELINES + ("grouped_ardl",) + CLASSICAL_METHODS
 CLOSED_FORM_METHODS = ("grouped_ardl", *CLASSICAL_METHODS)  # numpy fits: no epochs, always on the CPU
+# closed-form fits that read no seed (shuffled_dl reads one: its permutation): on one panel every seed's fit is the same
+SEEDLESS_METHODS = tuple(m for m in CLOSED_FORM_METHODS if m != "shuffled_dl")
 SCENARIOS = ("linear", "nonlinear", "constant", "two_regime", "interaction", "non_monotone")
 DRIVERS = ("linear", "threshold")
 LOADERS = ("pwt", "owid_wgi", "csv")

@@ -189,3 +189,28 @@ def test_the_classical_l1_and_l2_speak_for_the_gls_fit_whatever_the_runs_show(sm
     assert cells["L2"]["verdict"] == "supported" and "rho +0.600" in cells["L2"]["evidence"]
     assert verdicts.calibrated_verdicts(cfg, l1, pd.DataFrame(), agreement, summary.iloc[1:], pd.DataFrame(),
                                         pd.DataFrame(), True, True, tests)["L2"]["verdict"] == "not claimed"
+
+
+def test_seedless_fits_on_one_panel_are_compared_over_entities_in_l3(smoke_params):
+    """Two seedless fits on one shared panel (moderated_dl against its collapsed shared_dl) are the same in every
+    seed: L3 compares them over the entities, by scipy's one-sided Wilcoxon of each entity's absolute k* error, and
+    supports recovery only where the reference's errors are smaller. Without the entity rows (panels that differ by
+    seed, and before this rule) the pair has no test and L3 cannot be supported."""
+    from scipy import stats
+
+    cfg = dataclasses.replace(smoke_params.audit, reference="moderated_dl")
+    rng = np.random.default_rng(0)
+    truth = np.linspace(1, 6, 30)
+    fits = {"moderated_dl": truth + rng.normal(0, 0.4, 30), "shared_dl": np.full(30, 3.5)}
+    kstar_by_entity = pd.DataFrame([{"entity": f"e{i}", "seed": seed, "method": method, "kstar": k[i],
+                                     "kstar_true": truth[i]} for seed in (0, 1) for method, k in fits.items()
+                                    for i in range(30)])
+    l3 = pd.DataFrame([{"seed": seed, "method": method, "spearman_lag_centre": stats.spearmanr(k, truth)[0],
+                        "mae_lag_centre": np.mean(np.abs(k - truth))} for seed in (0, 1) for method, k in fits.items()])
+    cell = verdicts.l3_verdict(cfg, l3, kstar_by_entity=kstar_by_entity)
+    by_hand = stats.wilcoxon(np.abs(fits["shared_dl"] - truth) - np.abs(fits["moderated_dl"] - truth),
+                             alternative="greater").pvalue
+    assert cell["verdict"] == "supported" and f"p {verdicts.format_p(by_hand)} over 30 entities" in cell["evidence"]
+    assert verdicts.l3_verdict(cfg, l3)["verdict"] == "not certified"  # over seeds: the same difference, no test
+    worse = kstar_by_entity.assign(kstar=kstar_by_entity.kstar.where(kstar_by_entity.method == "shared_dl", 3.4))
+    assert verdicts.l3_verdict(cfg, l3, kstar_by_entity=worse)["verdict"] == "not certified"

@@ -484,9 +484,10 @@ def judge(result: AuditResult, cfg: AuditConfig, references: list[str] | None = 
             out[reference] = {"calibrated": _with_exclusions(absent, result.excluded), "paper": absent}
             continue
         c = reference_config(cfg, reference)
+        entities = result.kstar_by_entity if result.shared_entities else None  # L3's replicates of seedless fits
         cells = verdicts.calibrated_verdicts(c, result.l1, result.heldout, result.seed_agreement, result.l2_summary,
                                              result.l3, result.wilcoxon, tested, result.shared_entities,
-                                             result.lag_tests)
+                                             result.lag_tests, entities)
         out[reference] = {"calibrated": _with_exclusions(cells, result.excluded),
                           "paper": verdicts.paper_verdicts(c, result.l1, result.l2_summary, result.l3,
                                                            result.wilcoxon, tested)}

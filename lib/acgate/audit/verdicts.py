@@ -28,8 +28,9 @@ judged against the comparators of its own family (:data:`FAMILIES`); the audit g
     alike from seed to seed (where seeds share entities); the moderated distributed lag's L2 reads the k* of the same
     GLS fit its L1 tests (:data:`GLS_FIT`), one per panel. How closely lag-free k* (random functions of the proxies)
     would align is reported beside it, not a gate.
-  * **L3 recovery**: k* ranks the true lags and beats every collapsed model of the reference's family, one-sided
-    (:func:`l3_verdict`; the paper's set keeps its two-sided test).
+  * **L3 recovery**: k* ranks the true lags and beats every collapsed model of the reference's family, one-sided,
+    over seeds, or over entities for the moderated distributed lag's seedless fits on one shared panel, whose seeds
+    replicate nothing (:func:`l3_verdict`; the paper's set keeps its two-sided test over seeds).
 
 Every cell warns when its tests cannot reach alpha with the seeds there are (:func:`seed_floor_warning`), and the
 audit adds a statement apart from the layers, whatever the proxies say: whether the entities' lags differ at all
@@ -38,12 +39,13 @@ audit adds a statement apart from the layers, whatever the proxies say: whether 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from acgate.config import GATE_METHODS, AuditConfig
+from acgate.config import GATE_METHODS, SEEDLESS_METHODS, AuditConfig
 from acgate.statistics import (
     fisher_combined,
     format_p,
@@ -55,7 +57,7 @@ from acgate.statistics import (
 
 # the version of the rules below, recorded with a calibration (tables/audit_calibration.json): a calibration measured
 # under another version no longer describes them. Raise it with any change to a rule or to what a rule reads
-RULES_VERSION = 4
+RULES_VERSION = 5
 VERDICTS = ("supported", "not certified", "ruled out", "not claimed")
 LAYERS = ("L0", "L1", "L2", "L3")
 
@@ -298,13 +300,17 @@ def _nothing_tested(summary: pd.DataFrame, rule: str) -> dict:
     return cell("ruled out", rule, "every seed L1-degenerate: nothing to stratify")
 
 
-def l3_verdict(cfg: AuditConfig, l3: pd.DataFrame, one_sided: bool = True) -> dict:
+def l3_verdict(cfg: AuditConfig, l3: pd.DataFrame, one_sided: bool = True,
+               kstar_by_entity: pd.DataFrame | None = None) -> dict:
     """L3: recovery of the true lags, which must beat every collapsed model that was run and needs at least one of them.
 
     The collapsed models are the reference family's (``Family.collapsed``). For each that was run, a paired Wilcoxon
     over seeds of k* MAE against the lag centre (collapsed minus reference), one-sided (the calibrated rule) or
     two-sided with the reference lower (the paper's); a model whose difference is the same in every seed gets no test
-    and is not beaten. Supported when the mean Spearman(k*, lag centre) over seeds is at least ``audit.l3_min_spearman``
+    and is not beaten. Two closed-form fits that read no seed (:data:`acgate.config.SEEDLESS_METHODS`) on one shared
+    panel replicate nothing over seeds: given ``kstar_by_entity`` (the calibrated rule on a shared panel), they are
+    compared over the entities instead, by a one-sided Wilcoxon of each entity's absolute k* error (collapsed minus
+    reference). Supported when the mean Spearman(k*, lag centre) over seeds is at least ``audit.l3_min_spearman``
     and every collapsed model is beaten (p < alpha and a positive mean difference); ruled out when the mean Spearman is
     below 0.2; not claimed without L3 rows of the reference; else not certified, also when every seed's Spearman is
     undefined (k* or the truth constant).
@@ -319,6 +325,9 @@ def l3_verdict(cfg: AuditConfig, l3: pd.DataFrame, one_sided: bool = True) -> di
     one_sided : bool, default True
         True for the calibrated rule's one-sided test (:func:`acgate.statistics.wilcoxon_greater`), False for the
         paper's two-sided one (:func:`acgate.statistics.paired_wilcoxon`).
+    kstar_by_entity : pandas.DataFrame or None, default None
+        Every run's k* per entity, with columns entity, seed, method, kstar and kstar_true, when every seed shares one
+        panel (None otherwise): the entities then replicate a pair of seedless fits.
 
     Returns
     -------
@@ -331,8 +340,10 @@ def l3_verdict(cfg: AuditConfig, l3: pd.DataFrame, one_sided: bool = True) -> di
     test = "one-sided" if one_sided else "two-sided"
     rule = (f"supported when mean Spearman(k*, lag centre) >= {cfg.l3_min_spearman} and k* MAE is lower than each "
             f"collapsed model's ({', '.join(collapsed_models)}; at least one must have run) with {test} paired "
-            f"Wilcoxon p < {alpha} over seeds; ruled out when mean Spearman < 0.2; else not certified (also when "
-            "Spearman is undefined because k* or the truth is constant)")
+            f"Wilcoxon p < {alpha} over seeds"
+            + (" (over entities for two seedless fits on one shared panel)" if kstar_by_entity is not None else "")
+            + "; ruled out when mean Spearman < 0.2; else not certified (also when Spearman is undefined because k* "
+            "or the truth is constant)")
     mine = l3[l3.method == cfg.reference] if not l3.empty else l3
     if mine.empty:
         return cell("not claimed", rule, "no ground truth")
@@ -343,21 +354,34 @@ def l3_verdict(cfg: AuditConfig, l3: pd.DataFrame, one_sided: bool = True) -> di
     for method in ran:
         pair = pd.concat({"m": mae.loc[method], "r": mae.loc[cfg.reference]}, axis=1).dropna()
         diff = (pair.m - pair.r).to_numpy()
-        if unreplicated(diff):  # deterministic fits on one shared panel: the seeds replicate nothing
+        if kstar_by_entity is not None and {method, cfg.reference} <= set(SEEDLESS_METHODS):
+            errors = _entity_errors(kstar_by_entity, method, cfg.reference)  # the seeds replicate nothing
+            p, diff = wilcoxon_greater(errors), errors
+            parts.append(f"{method} MAE diff {diff.mean():+.3f}, p {format_p(p)} over {len(diff)} entities (seedless "
+                         "fits on one panel)")
+        elif unreplicated(diff):  # deterministic fits on one shared panel: the seeds replicate nothing
             p = np.nan
+            parts.append(f"{method} MAE diff {diff.mean():+.3f}, p {format_p(p)} (the same in every seed: no test)")
         else:
             p = wilcoxon_greater(diff) if one_sided else paired_wilcoxon(pair.m, pair.r)["p"]
-        ok = bool(p < alpha and diff.mean() > 0)
-        beats &= ok
-        parts.append(f"{method} MAE diff {diff.mean():+.3f}, p {format_p(p)}"
-                     + (" (the same in every seed: no test)" if np.isnan(p) else ""))
-        if not np.isnan(p):  # a pair the seeds do not replicate has no test, and more seeds cannot help it
+            parts.append(f"{method} MAE diff {diff.mean():+.3f}, p {format_p(p)}")
             warnings += seed_floor_warning(int(np.sum(diff != 0)), alpha, two_sided=not one_sided, comparator=method)
+        beats &= bool(p < alpha and diff.mean() > 0)
     evidence = (f"mean Spearman {rho:.3f}, mean MAE {mine.mae_lag_centre.mean():.3f}; "
                 + ("; ".join(parts) or "no collapsed model was run, so recovery cannot be told from a constant k*"))
     verdict = ("not certified" if np.isnan(rho) else "ruled out" if rho < 0.2 else
                "supported" if rho >= cfg.l3_min_spearman and beats else "not certified")
     return cell(verdict, rule, evidence, warnings)
+
+
+def _entity_errors(kstar_by_entity: pd.DataFrame, collapsed: str, reference: str) -> np.ndarray:
+    """Each entity's absolute k* error against the truth, ``collapsed`` minus ``reference``, on the first seed both
+    ran (seedless fits on one panel: every seed's is the same)."""
+    rows = kstar_by_entity[kstar_by_entity.method.isin([collapsed, reference])]
+    seed = min(set(rows.seed[rows.method == collapsed]) & set(rows.seed[rows.method == reference]))
+    error = (rows[rows.seed == seed].assign(error=lambda r: (r.kstar - r.kstar_true).abs())
+             .pivot_table(index="entity", columns="method", values="error", aggfunc="first").dropna())
+    return (error[collapsed] - error[reference]).to_numpy()
 
 
 def seed_floor_warning(nonzero_pairs: int, level: float, two_sided: bool = False, comparator: str = "") -> list[str]:
@@ -398,7 +422,8 @@ def seed_floor_warning(nonzero_pairs: int, level: float, two_sided: bool = False
 
 def calibrated_verdicts(cfg: AuditConfig, l1: pd.DataFrame, heldout: pd.DataFrame, agreement: pd.DataFrame,
                         l2_summary: pd.DataFrame, l3: pd.DataFrame, wilcoxon: pd.DataFrame,
-                        has_stratifiers: bool, shared_entities: bool, lag_tests: pd.DataFrame | None = None) -> dict:
+                        has_stratifiers: bool, shared_entities: bool, lag_tests: pd.DataFrame | None = None,
+                        kstar_by_entity: pd.DataFrame | None = None) -> dict:
     """The L0-L3 verdicts of the calibrated rules for the reference method, ``cfg.reference``.
 
     L0: held-out test loss against every comparator, over seeds and over entities, Holm over the comparators; L1:
@@ -439,6 +464,9 @@ def calibrated_verdicts(cfg: AuditConfig, l1: pd.DataFrame, heldout: pd.DataFram
         The audit's in-sample GLS lag tests (``acgate.audit.domain_audit.lag_tests``), one row per panel, with
         columns p_vs_entity_scaled, p_vs_shared, kstar_sd and note; read by the classical reference's L1 (None or
         empty: not testable).
+    kstar_by_entity : pandas.DataFrame or None, default None
+        Every run's k* per entity when every seed shares one panel, else None: L3 compares two seedless fits over the
+        entities (:func:`l3_verdict`).
 
     Returns
     -------
@@ -450,7 +478,25 @@ def calibrated_verdicts(cfg: AuditConfig, l1: pd.DataFrame, heldout: pd.DataFram
                _interactions(cfg, l1, pd.DataFrame() if lag_tests is None else lag_tests))
     return {"L0": _forecast(cfg, heldout, shared_entities), "L1": l1_cell,
             "L2": _alignment(cfg, l1_cell, agreement, l2_summary, has_stratifiers),
-            "L3": l3_verdict(cfg, l3)}
+            "L3": _with_curves_per_entity(cfg, l3_verdict(cfg, l3, kstar_by_entity=kstar_by_entity), l3,
+                                          kstar_by_entity)}
+
+
+CURVES_PER_ENTITY = "two_stage_dl"  # each entity's own lag curves, no proxies: it recovers lags the proxies do not hold
+
+
+def _with_curves_per_entity(cfg: AuditConfig, l3_cell: dict, l3: pd.DataFrame,
+                            kstar_by_entity: pd.DataFrame | None) -> dict:
+    """The classical reference's L3 cell with the same rule's verdict for :data:`CURVES_PER_ENTITY` beside it (key
+    ``two_stage_dl`` and a sentence in the evidence), where it ran on a panel with a known truth: where the lags differ
+    along something the proxies do not hold, it is the classical model that recovers them. AC-GATE's cell is as it
+    is."""
+    if cfg.reference in GATE_METHODS or l3.empty or not (l3.method == CURVES_PER_ENTITY).any():
+        return l3_cell
+    other = l3_verdict(dataclasses.replace(cfg, reference=CURVES_PER_ENTITY), l3, kstar_by_entity=kstar_by_entity)
+    return {**l3_cell, CURVES_PER_ENTITY: other,
+            "evidence": f"{l3_cell['evidence']}. {CURVES_PER_ENTITY} (each entity's own curves, no proxies), by the "
+                        f"same rule: {other['verdict']} ({other['evidence']})"}
 
 
 def _forecast(cfg: AuditConfig, heldout: pd.DataFrame, shared_entities: bool) -> dict:

@@ -25,7 +25,7 @@ import pandas as pd
 import torch
 from threadpoolctl import threadpool_limits
 
-from acgate.config import CLASSICAL_METHODS, CLOSED_FORM_METHODS, GATE_METHODS, Params
+from acgate.config import CLASSICAL_METHODS, GATE_METHODS, SEEDLESS_METHODS, Params
 from acgate.data.panel import SPLITS, Panel
 from acgate.layout import method_dir
 from acgate.models import baselines, lags
@@ -94,8 +94,6 @@ def summarise(preds: pd.DataFrame, table: pd.DataFrame, facts: dict,
 
 SHUFFLED_PROXIES_SALT = 104_729  # the shuffled_proxies method's permutation differs from a proxy-shuffle domain's
 SHUFFLED_METHODS = ("shuffled_proxies", "shuffled_dl")  # trained on the proxies permuted (the same permutation)
-# closed-form fits that read no seed: on one panel every seed's run is the same, so it is fitted once and copied
-SEEDLESS_METHODS = tuple(m for m in CLOSED_FORM_METHODS if m not in SHUFFLED_METHODS)
 
 
 @dataclass
@@ -138,8 +136,8 @@ def run_method(panel: Panel, params: Params, method: str, seed: int, runs_root: 
 
 
 def _fitted_for_another_seed(panel: Panel, params: Params, method: str, out: Path) -> Path | None:
-    """The run folder of another seed of ``method`` (one of :data:`SEEDLESS_METHODS`) finished under the same
-    parameters on the same panel, or None: a real panel is one panel for every seed."""
+    """The run folder of another seed of ``method`` (one of :data:`acgate.config.SEEDLESS_METHODS`) finished under
+    the same parameters on the same panel, or None: a real panel is one panel for every seed."""
     for other in sorted(out.parent.parent.glob(f"seed*/{method}")):
         if other != out and writer(other) is None and current_metrics(other, params.digest(), panel.digest()):
             return other
