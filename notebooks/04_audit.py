@@ -52,7 +52,7 @@ from IPython.display import display
 from acgate.audit.domain_audit import audit_domain, over_seeds
 from acgate.audit.panel_matched import RECORD, current_rates
 from acgate.audit.run_folders import load_panel
-from acgate.layout import audit_dir, grid_folders, panel_matched_dir
+from acgate.layout import audit_dir, grid_folders, panel_matched_dir, shown
 from acgate.notebook.resolve import resolve
 from acgate.report import audit_figures
 from acgate.report.audit_page import lags_differ_rate, rate_warning, write_audit_report
@@ -77,7 +77,7 @@ if params.data is not None:  # a data domain: the error rates of a panel-matched
 out_dir = audit_dir(runs_root, params.domain)
 result.write(out_dir)
 print(f"audited {params.domain}: {result.l0.seed.nunique()} seeds x {result.l0.method.nunique()} methods "
-      f"-> {out_dir}")
+      f"-> {shown(out_dir)}")
 for problem in result.problems:
     print("PROBLEM:", problem)
 
@@ -260,4 +260,4 @@ result.wilcoxon.round(5)
 
 # %%
 report_html, report_md = write_audit_report(result, params, runs_root, data_root, out_dir, tables)
-print(f"audit report: {report_html} (Markdown: {report_md.name})")
+print(f"audit report: {shown(report_html)} (Markdown: {report_md.name})")

@@ -229,9 +229,9 @@ def test_the_grid_ends_in_the_report_and_the_html_view(grid):
 
 
 def test_snakemakes_report_shows_the_results_with_their_captions(grid, tmp_path):
-    """`snakemake --report` on a finished grid, as the README gives it (no --cores: the workflow's check of the cores
-    stopped it, "Workflow requires a total number of cores"), gathers the figures and tables marked report() in the
-    Snakefile, each with its caption (workflow/report/<name>.rst), and leaves the grid as it was."""
+    """`snakemake --report` on a finished grid, as docs/workflow.md gives it (no --cores: the workflow's check of the
+    cores stopped it, "Workflow requires a total number of cores"), gathers the figures and tables marked report() in
+    the Snakefile, each with its caption (workflow/report/<name>.rst), and leaves the grid as it was."""
     workdir = grid[0]
     files = [path for path in (workdir / GRID).rglob("*") if path.is_file()]
     before = {path: path.stat().st_mtime_ns for path in files}
@@ -291,9 +291,9 @@ def test_a_deleted_finished_marker_retrains_that_run_only(grid):
 
 
 def test_every_deleted_output_is_made_again_with_the_steps_after_it(grid, tmp_path):
-    """A step reruns when its output is missing (README, "What is stale"), though what the steps after it wrote is
-    newer: an audit's folder or one of its files, a training notebook, a panel's folder or one of its files. (Each
-    is moved away for a dry run, then back, so that the grid stays as the other tests expect.)"""
+    """A step reruns when its output is missing (docs/workflow.md, "What is stale"), though what the steps after it
+    wrote is newer: an audit's folder or one of its files, a training notebook, a panel's folder or one of its files.
+    (Each is moved away for a dry run, then back, so that the grid stays as the other tests expect.)"""
     workdir = grid[0]
     config = [*SMOKE, f"domains=[{', '.join(DOMAINS)}]"]
     linear, panels = workdir / GRID / "synthetic_linear", workdir / GRID / "data" / "processed" / "synthetic_linear"
@@ -449,7 +449,7 @@ def assert_the_workflows_options(options: argparse.Namespace):
 
 
 def test_plain_snakemake_runs_with_the_options_of_make_paper(monkeypatch):
-    """The README's `snakemake --cores 2` takes the workflow's options from its default profile, as make paper
+    """docs/workflow.md's `snakemake --cores 2` takes the workflow's options from its default profile, as make paper
     does: an interrupted job is rerun, a failed one does not stop the others, the scheduler's passes are rationed."""
     assert_the_workflows_options(snakemake_options(["--cores", "2"], monkeypatch))
     assert_the_workflows_options(snakemake_options(["-s", str(ROOT / "workflow" / "Snakefile"), "--cores", "2"],

@@ -38,7 +38,26 @@ def project_root(start: Path | None = None) -> Path:
     for folder in (here, *here.parents):
         if (folder / "params").is_dir() and (folder / "pyproject.toml").is_file():
             return folder
-    raise FileNotFoundError(f"no project root (a folder with params/ and pyproject.toml) at or above {here}")
+    raise FileNotFoundError(f"no project root (a folder with params/ and pyproject.toml) at or above {here}: run "
+                            "from inside the project, or set ACGATE_ROOT to its folder (e.g. ACGATE_ROOT=/path/to/"
+                            "acgate, for a notebook executed elsewhere)")
+
+
+def shown(path: Path | str, base: Path | None = None) -> str:
+    """``path`` as a page, a table or a notebook's output shows it: relative to the project root when it lies inside,
+    else relative to ``base`` (e.g. the folder of an audit run outside any project) when inside that, else as given.
+    What people share (a report page sent by e-mail, an executed notebook) then names no folder of the machine."""
+    path = Path(path)
+    try:
+        bases = [project_root()]
+    except FileNotFoundError:
+        bases = []
+    for folder in [*bases, *([Path(base).resolve()] if base is not None else [])]:
+        try:
+            return str(path.resolve().relative_to(folder))
+        except ValueError:
+            continue
+    return str(path)
 
 
 def grid_folders(profiles: list[str], runs_dir: str = "", data_dir: str = "", tables_dir: str = "",

@@ -6,7 +6,7 @@ import html
 import re
 
 from acgate.layout import AUDIT_MARKDOWN, AUDIT_PAGE
-from tests.report.conftest import PARTIAL
+from tests.report.conftest import PARTIAL, ROOT
 
 
 def test_the_page_puts_the_verdicts_first_then_figures_data_and_provenance(tiny_grid):
@@ -41,6 +41,8 @@ def test_the_page_puts_the_verdicts_first_then_figures_data_and_provenance(tiny_
 
 def test_the_page_is_self_contained(tiny_grid):
     page = tiny_grid[4].read_text()
+    for text in (page, tiny_grid[5].read_text()):  # no folder of the machine: the runs' folder is shown relative
+        assert str(tiny_grid[2]) not in text and str(ROOT) not in text
     sources = re.findall(r'src="([^"]*)"', page)
     assert len(sources) == 6 and all(s.startswith("data:image/png;base64,") for s in sources)
     assert "<script" not in page and "<link" not in page and "@import" not in page

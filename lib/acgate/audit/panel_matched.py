@@ -61,7 +61,7 @@ from acgate.audit.calibration import lagged_part, replicate_records
 from acgate.audit.verdicts import FAMILIES, RULES_VERSION
 from acgate.config import Params
 from acgate.data.panel import Normalisers, Panel
-from acgate.layout import audit_dir, panel_dir
+from acgate.layout import audit_dir, panel_dir, shown
 from acgate.models.classical import fit_classical, intercepts, lag_profile, standardise
 from acgate.models.lags import effective_lag
 from acgate.runs import manifest, write_json
@@ -423,21 +423,21 @@ def read_rates(path: Path, panel: Panel, params: Params) -> dict:
     other rules (a stale study says nothing about this audit)."""
     path = Path(path)
     if not path.is_file():
-        return {"note": f"no panel-matched study at {path}"}
+        return {"note": f"no panel-matched study at {shown(path)}"}
     try:
         record = json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError, OSError) as err:
-        return {"note": f"the panel-matched study {path} is unreadable ({type(err).__name__})"}
+        return {"note": f"the panel-matched study {shown(path)} is unreadable ({type(err).__name__})"}
     checks = (("panel_digest", panel_digest(panel), "another panel (or other stratifiers)"),
               ("params_digest", params_digest(params), "other params"),
               ("rules_version", RULES_VERSION, "other rules"),
               ("surrogate_version", SURROGATE_VERSION, "other surrogates"))
     for key, expected, what in checks:
         if record.get(key) != expected:
-            return {"note": f"the panel-matched study {path} was measured on {what} ({key} {record.get(key)!r}, now "
-                            f"{expected!r}); run it again"}
+            return {"note": f"the panel-matched study {shown(path)} was measured on {what} ({key} "
+                            f"{record.get(key)!r}, now {expected!r}); run it again"}
     return {"note": "", "settings": record["settings"], "error_rates": record["error_rates"],
-            "created_utc": record.get("created_utc"), "file": str(path)}
+            "created_utc": record.get("created_utc"), "file": shown(path)}
 
 
 def current_rates(paths: list[Path], panel: Panel, params: Params) -> dict:

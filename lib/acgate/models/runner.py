@@ -27,7 +27,7 @@ from threadpoolctl import threadpool_limits
 
 from acgate.config import CLASSICAL_METHODS, GATE_METHODS, SEEDLESS_METHODS, Params
 from acgate.data.panel import SPLITS, Panel
-from acgate.layout import method_dir
+from acgate.layout import method_dir, shown
 from acgate.models import baselines, lags
 from acgate.models.classical import fit_classical
 from acgate.models.metrics import TRUTHS, forecast_metrics, l3_recovery
@@ -126,7 +126,8 @@ def run_method(panel: Panel, params: Params, method: str, seed: int, runs_root: 
     with writing(out), threadpool_limits(params.train.threads, user_api="blas"):
         kept = None if retrain else current_metrics(out, params.digest(), panel.digest())
         if kept is not None:
-            log(f"  [{method} seed {seed}] kept: finished run with the same parameters in {out} (retrain redoes it)")
+            log(f"  [{method} seed {seed}] kept: finished run with the same parameters in {shown(out)} (retrain "
+                "redoes it)")
             return kept
         fitted = None if retrain or method not in SEEDLESS_METHODS else _fitted_for_another_seed(panel, params, method,
                                                                                                    out)

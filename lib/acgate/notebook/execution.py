@@ -19,6 +19,8 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from acgate.layout import shown
+
 # Jupytext, nbformat and Papermill are imported where they are used: they bring jsonschema, whose optional IRI
 # checker takes seconds to import (html_view.without_iri_grammar), and a notebook's kernel needs none of them.
 
@@ -229,5 +231,18 @@ def _execute(papermill, kernel, notebook: Path, source: Path, output: Path, para
         for attached in (handler, progress):
             logger.removeHandler(attached)
             attached.close()
+    _record_paths(partial, notebook, output)
     os.replace(partial, output)
     return time.perf_counter() - start
+
+
+def _record_paths(executed: Path, notebook: Path, output: Path) -> None:
+    """Papermill's record in the ``executed`` notebook names its temporary input and output files by their absolute
+    paths; it gets the notebook's source and its final place instead, relative to the project root (an executed
+    notebook, shared or rendered as a page, names no folder of the machine)."""
+    import nbformat
+
+    nb = nbformat.read(executed, as_version=4)
+    record = nb.metadata.get("papermill", {})
+    record.update(input_path=shown(notebook), output_path=shown(output))
+    nbformat.write(nb, executed)

@@ -28,7 +28,7 @@ from acgate.audit.domain_audit import CLASSICAL, NEURAL, AuditResult
 from acgate.audit.run_folders import load_panel
 from acgate.audit.verdicts import LAYERS, RULES_VERSION
 from acgate.config import Params
-from acgate.layout import AUDIT_MARKDOWN, AUDIT_PAGE, audit_dir, method_dir, panel_dir
+from acgate.layout import AUDIT_MARKDOWN, AUDIT_PAGE, audit_dir, method_dir, panel_dir, shown
 from acgate.report import audit_figures, render
 from acgate.report.page import FIGURES_FOLDER, Code, Link, Page, Strong, render_html, render_markdown
 from acgate.runs import RunFolderBusy, atomic_write, code_versions, git_sha, reading
@@ -94,20 +94,20 @@ def generic_calibration(tables_dirs: list[Path]) -> dict:
             continue
         about = json.loads(record.read_text())
         if about.get("rules_version") != RULES_VERSION:
-            return {"note": f"the calibration in {folder} measured rules version {about.get('rules_version')}, the "
-                            f"rules are now version {RULES_VERSION}: its error rates do not apply"}
+            return {"note": f"the calibration in {shown(folder)} measured rules version {about.get('rules_version')}, "
+                            f"the rules are now version {RULES_VERSION}: its error rates do not apply"}
         frame = pd.read_csv(table)
         absent = sorted({"reference", "rule", "layer", "truth", "supported", "replicates"} - set(frame.columns))
         if absent:  # a calibration that measured nothing (a smoke grid's) has its scenarios only
-            return {"note": f"the calibration in {folder} holds no rates (no column {', '.join(absent)})"}
+            return {"note": f"the calibration in {shown(folder)} holds no rates (no column {', '.join(absent)})"}
         counts = frame.groupby(["reference", "rule", "layer", "truth"])[["supported", "replicates"]].sum()
         rates: dict[tuple, dict] = {}
         for (reference, rule, layer, truth), row in counts.iterrows():
             side = "negatives" if truth == "not supported" else "positives"
             rates.setdefault((reference, rule, layer), {})[side] = (int(row.supported), int(row.replicates))
-        return {"note": "", "rates": rates, "file": str(table), "created_utc": about.get("created_utc"),
+        return {"note": "", "rates": rates, "file": shown(table), "created_utc": about.get("created_utc"),
                 "git_sha": about.get("git_sha")}
-    return {"note": "no calibration of the rules (audit_calibration.csv) in " + ", ".join(map(str, tables_dirs))}
+    return {"note": "no calibration of the rules (audit_calibration.csv) in " + ", ".join(map(shown, tables_dirs))}
 
 
 def _calibration_sentence(calibration: dict, reference: str, layer: str) -> str | None:
@@ -442,8 +442,9 @@ def build_page(result: AuditResult, params: Params, runs_root: Path, data_root: 
     page = Page(f"Audit report: {result.domain}")
     page.heading(1, f"Audit report: {result.domain}")
     seeds, methods = (result.l1.seed.nunique(), result.l1.method.nunique()) if not result.l1.empty else (0, 0)
+    runs = shown(Path(runs_root) / result.domain, Path(runs_root).parent)  # no folder of the machine on the page
     page.paragraph(f"The layered lag audit (L0-L3) of {result.kind} domain ", Code(result.domain), f": {seeds} seeds "
-                   f"x {methods} methods from ", Code(str(Path(runs_root) / result.domain)), ". Sections: ",
+                   f"x {methods} methods from ", Code(runs), ". Sections: ",
                    Link("verdicts", "#verdicts"), ", ", Link("figures", "#figures"), ", ", Link("data", "#data"),
                    ", ", Link("runs", "#runs"), ", ", Link("provenance", "#provenance"), ".", kind="small")
     _verdicts(page, result, calibration)
