@@ -59,3 +59,27 @@ def test_the_markdown_twin_says_the_same_with_its_figures_beside_it(tiny_grid):
     assert len(figures) == 6 and all((md_path.parent / f).read_bytes().startswith(b"\x89PNG") for f in figures)
     last = len({w.split(": ", 1)[1] for w in result.warnings()})
     assert f"**W{last}**" in text and f"**W{last + 1}**" not in text and "> **Warnings" in text
+
+
+def test_the_glance_states_each_rules_error_rates_or_why_they_were_not_measured(tiny_grid):
+    """Beside the verdicts: each rule's false supports and smallest detected spread on surrogates of the panel, or
+    "not measured" and why (no study; no AC-GATE replicates in it; L0, which the surrogates do not test)."""
+    import dataclasses
+
+    from acgate.report.audit_page import rates_at_a_glance
+
+    result = tiny_grid[0]
+    page = tiny_grid[4].read_text()
+    assert "not measured: no panel-matched study" in page
+    assert "A simulated panel (its true lags in column true_lag)" in page  # the example is simulated, not real
+    rate = {"false_support": {"supported": 6, "replicates": 240}, "smallest_detectable": 1.0}
+    study = {"note": "", "settings": {"neural_replicates": 0},
+             "error_rates": {"moderated_dl": {"L1": rate, "L2": {**rate, "smallest_detectable": None},
+                                              "lags differ": {**rate, "smallest_detectable": 0.5}}}}
+    table = rates_at_a_glance(dataclasses.replace(result, error_rates=study), ["acgate", "moderated_dl"])
+    classical, neural = table["Moderated DL"].to_numpy(), table["AC-GATE"].to_numpy()  # rows: L0, L1, L2, L3, differ
+    assert classical[1] == "false in 6 of 240 nulls; detects a spread of 1 lag or more"
+    assert classical[2].endswith("detects no spread up to 3 lags in 80 %")
+    assert table.loc["lags differ at all"].iloc[0].endswith("detects a spread of 0.5 lags or more")
+    assert neural[1] == "not measured: the study trained no AC-GATE replicates (neural_replicates 0)"
+    assert table.iloc[0].str.startswith("not measured: a forecast comparison").all()

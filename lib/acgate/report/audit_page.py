@@ -125,6 +125,32 @@ def _calibration_sentence(calibration: dict, reference: str, layer: str) -> str 
             + "; by ".join(said) + " (right: none of the negatives, all of the positives)")
 
 
+def rates_at_a_glance(result: AuditResult, references: list[str]) -> pd.DataFrame:
+    """Per layer (and the lags-differ statement) and reference: the panel-matched false supports and the smallest
+    spread detected in 80 % of surrogates, or "not measured" and why."""
+    study = result.error_rates
+    rates = study.get("error_rates", {})
+
+    def said(rate: dict | None, reference: str) -> str:
+        if rate is None:
+            why = (study.get("note") or "no panel-matched study") if not rates else (
+                f"the study trained no {render.readable(reference)} replicates (neural_replicates "
+                f"{study.get('settings', {}).get('neural_replicates', 0)})")
+            return f"not measured: {why}"
+        false = rate["false_support"]
+        smallest = rate.get("smallest_detectable")
+        power = (f"detects a spread of {smallest:g} lag{'s' if smallest != 1 else ''} or more"
+                 if smallest is not None else "detects no spread up to 3 lags in 80 %")
+        return f"false in {false['supported']} of {false['replicates']} nulls; {power}"
+
+    table = pd.DataFrame({render.readable(r): [said(rates.get(r, {}).get(layer), r) if layer in STATEMENTS
+                                                else "not measured: a forecast comparison, which the surrogates "
+                                                     "(built for the lag statements) do not test" for layer in LAYERS]
+                          for r in references}, index=[f"{layer} {LAYER_TITLES[layer]}" for layer in LAYERS])
+    table.loc["lags differ at all"] = said(lags_differ_rate(rates), references[0]) if rates else said(None, "")
+    return table
+
+
 def _evidence(text: str) -> list:
     return [[part] for part in text.split("; ") if part]
 
@@ -187,6 +213,11 @@ def _verdicts(page: Page, result: AuditResult, calibration: dict) -> None:
                    "short), ruled out, or not claimed (nothing to test). Whether the lags differ at all is one "
                    "statement for both, apart from the layers.", kind="small")
     page.table(glance.rename_axis("").reset_index(), verdicts=True)
+    page.paragraph("How often each rule is wrong on panels like this one (surrogates of this panel whose lags are "
+                   "known: 07_panel_matched): how many null surrogates it falsely supported, and the smallest spread "
+                   "of the entities' lags (sd of k*) it detects in at least 80 % of the surrogates. A \"not "
+                   "certified\" cannot exclude a spread below it.", kind="small")
+    page.table(rates_at_a_glance(result, references).rename_axis("").reset_index())
     if result.problems:
         page.box("problem", f"Problems ({len(result.problems)}): read these before the verdicts")
         page.bullets(result.problems)
@@ -303,7 +334,10 @@ def _data(page: Page, result: AuditResult, params: Params, data_root: Path) -> N
     described = "each seed draws its own panel, the same size as this one (seed " + f"{seeds[0]})" \
         if result.kind == "synthetic" else "every seed trains on this panel" + (
             " with its own permutation of the proxies (the negative control)" if result.kind == "proxy_shuffle" else "")
-    page.paragraph(f"A {'simulated' if result.kind == 'synthetic' else 'real'} panel: {panel.n_entities} entities, "
+    # a panel whose true lags the user names (audit.true_lag) is simulated too: an observed panel has no such column
+    what = ("A simulated panel" if result.kind == "synthetic" else "A simulated panel (its true lags in column "
+            f"{result.config.true_lag})" if result.config.true_lag else "An observed panel")
+    page.paragraph(f"{what}: {panel.n_entities} entities, "
                    f"times {panel.times[0]}..{panel.times[-1]} "
                    f"({len(panel.times)} steps; the first {K} warm up the lags, model.max_lag); {described}.")
     page.table(pd.DataFrame([{"split": s, "target times": f"{t[0]}..{t[-1]}" if len(t) else "none",
