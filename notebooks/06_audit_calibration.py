@@ -102,7 +102,8 @@ print(f"{len(plan)} replicates in {minutes:.1f} min ({workers} processes)")
 table = calibration.calibration_table(replicates)
 render.write_table(table, root / tables_dir, "audit_calibration",
                    "Audit calibration: share of replicate audits \"supported\" per scenario, rule and layer, with "
-                   "95 % Clopper-Pearson intervals and the right answer.")
+                   "95 % Clopper-Pearson intervals and the right answer (in LaTeX: supported/replicates, * where "
+                   "supported is right).", calibration.compact_table(table))
 pd.set_option("display.width", 200, "display.max_rows", 200)
 display(table.pivot_table(index=["control", "scenario"], columns=["reference", "rule", "layer"],
                           values="share_supported"))

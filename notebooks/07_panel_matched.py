@@ -125,7 +125,8 @@ table = calibration.calibration_table(found)
 tables = root / folders["tables_dir"]
 render.write_table(table, tables, f"{params.domain}_panel_matched",
                    f"Panel-matched error rates of {params.domain}: share of surrogate audits \"supported\" per "
-                   "scenario, reference, rule and layer, with 95 % Clopper-Pearson intervals and the right answer.")
+                   "scenario, reference, rule and layer, with 95 % Clopper-Pearson intervals and the right answer "
+                   "(in LaTeX: supported/replicates, * where supported is right).", calibration.compact_table(table))
 rates = panel_matched.error_rates(table, source.about)
 for reference, layers in rates.items():
     for layer, rate in layers.items():

@@ -88,3 +88,22 @@ def test_worker_processes_end_with_the_runner_that_started_them():
     for pid in alive:
         os.kill(pid, signal.SIGKILL)  # leave nothing behind, whatever the outcome
     assert alive == [], f"workers {alive} outlived their runner"
+
+
+def test_the_printed_calibration_table_is_one_row_per_scenario_reference_and_rule():
+    """The LaTeX view of a calibration: supported/replicates per layer, a star where "supported" is right."""
+    import pandas as pd
+
+    replicates = pd.DataFrame({"scenario": ["random_lags"] * 3 + ["ar_noise"] * 3, "reference": "moderated_dl",
+                               "control": ["positive"] * 3 + ["negative"] * 3,
+                               "lags_differ_truth": [True] * 3 + [False] * 3,
+                               **{f"{rule}_{layer}": ["supported", "supported", "not certified"] * 2
+                                  for rule in calibration.RULES for layer in ("L0", "L1", "L2", "L3")},
+                               "lags_differ": ["supported", "not certified", "not certified"] * 2})
+    table = calibration.calibration_table(replicates)
+    compact = calibration.compact_table(table)
+    assert len(compact) == 2 * len(calibration.RULES)
+    first = compact[compact.rule == "calibrated"].iloc[0]  # the lags-differ statement: one per replicate
+    assert (first.scenario, first.L1, first["lags differ"]) == ("random_lags", "2/3*", "1/3*")
+    last = compact.iloc[-1]
+    assert last.scenario == "ar_noise" and last.L1 == "2/3"  # no star: on a negative, "supported" is wrong

@@ -86,3 +86,14 @@ def test_every_latex_table_fits_a_page(tmp_path):
                           text=True)
     assert done.returncode == 0, done.stdout[-2000:]
     assert "Overfull \\hbox" not in (tmp_path / "doc.log").read_text()  # 6.5 in of text width
+
+
+def test_every_part_of_a_split_verdict_matrix_names_its_domain_and_reference(tmp_path):
+    """Each domain has a row per reference: a part without the reference column could not tell them apart."""
+    layers = {f"{layer} {rule}": ["not certified", "supported"] for layer in ("L0", "L1", "L2", "L3")
+              for rule in ("paper", "calibrated")}
+    frame = pd.DataFrame({"domain": ["economics"] * 2, "reference": ["acgate", "moderated_dl"], **layers,
+                          "lags differ": ["not certified"] * 2})
+    latex = render.latex_table(frame, "verdict_matrix", "Verdicts.")
+    heads = [block.split(r"\midrule")[0] for block in latex.split(r"\begin{tabular}{")[1:]]
+    assert len(heads) >= 2 and all("domain" in h and "reference" in h for h in heads)

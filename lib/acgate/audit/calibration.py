@@ -425,3 +425,13 @@ def calibration_table(replicates: pd.DataFrame) -> pd.DataFrame:
                          "replicates": len(g), "supported": supported, "share_supported": supported / len(g),
                          "ci_low": low, "ci_high": high})
     return pd.DataFrame(rows)
+
+
+def compact_table(table: pd.DataFrame) -> pd.DataFrame:
+    """A :func:`calibration_table` as a printed page shows it: one row per scenario, reference and rule, a column per
+    layer with "supported/replicates", a star where "supported" is the right answer (a few pages, not dozens)."""
+    cells = table.assign(cell=table.supported.astype(int).astype(str) + "/" + table.replicates.astype(int).astype(str)
+                         + np.where(table.truth == "supported", "*", ""))
+    wide = cells.pivot_table(index=["scenario", "control", "reference", "rule"], columns="layer", values="cell",
+                             aggfunc="first", sort=False)
+    return wide.reindex(columns=list(dict.fromkeys(table.layer))).fillna("").reset_index().rename_axis(columns=None)

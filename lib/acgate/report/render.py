@@ -140,8 +140,9 @@ TEXT_WIDTH = 6.5  # inches: LaTeX tables are laid out for a page of this text wi
 GLYPH = {"upper": 0.09, "digit": 0.0625, "other": 0.055}  # inches per character in \small (Computer Modern, 9 pt)
 PAD = 8 / 72  # inches: the two \tabcolsep of 4 pt around each column
 WRAP = 1.6, 0.9  # inches: text wider than the first wraps (a p{} column), never narrower than the second
-KEYS = ("domain", "method", "comparator", "stratifier", "run", "scenario", "control", "rule", "layer", "paper_table",
-        "row")  # leading columns like these name a row, and repeat in each part of a table split for width
+# leading columns like these name a row, and repeat in each part of a table split for width
+KEYS = ("domain", "reference", "method", "comparator", "stratifier", "run", "scenario", "control", "rule", "layer",
+        "paper_table", "row")
 TEX_CHARS = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "{": r"\{", "}": r"\}",
              "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "_": r"\_\allowbreak{}"}
 TEX_SYMBOLS = (("<=", r"$\leq$"), ("|ρ|", r"$|\rho|$"), ("ρ", r"$\rho$"), ("α", r"$\alpha$"), ("ω", r"$\omega$"),
