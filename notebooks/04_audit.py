@@ -38,10 +38,8 @@
 domain: str = "synthetic_linear"  # reads params/<domain>.yaml (its audit section) and runs/<domain>/
 params_file: str = ""  # params file; empty means params/<domain>.yaml
 profile_file: str = ""  # optional overlay profile, e.g. params/smoke.yaml
-runs_dir: str = ""  # runs are read from <runs_dir>/<domain>/, the audit goes to <runs_dir>/<domain>/audit/; empty:
-#   runs, or runs/<profile> with a profile
-data_dir: str = ""  # panels are read from <data_dir>/processed/<domain>/; empty: data, or <runs_dir>/data when that
-#   is not runs
+runs_dir: str = ""  # runs from <runs_dir>/<domain>/, the audit to its audit/; empty: runs (runs/<profile>)
+data_dir: str = ""  # panels from <data_dir>/processed/<domain>/; empty: data, or <runs_dir>/data if not runs
 seeds: int = 0  # audit seeds 0..seeds-1; 0 means the params file's n_seeds
 methods: list = []  # methods to audit; empty means the params file's list
 # %%

@@ -49,8 +49,7 @@ params_file: str = "params/audit_calibration.yaml"  # panel sizes, methods, trai
 scenarios: list = []  # scenarios to run; empty means all of acgate.audit.calibration.SCENARIOS
 negative_replicates: int = 50  # replicate audits of each negative control
 positive_replicates: int = 30  # replicate audits of each positive control
-jobs: int = 0  # replicates run at once, each in its own single-thread process (1: one after another, in the
-#   notebook's own process); 0 means one per CPU core
+jobs: int = 0  # replicates at once, each a single-thread process (1: in this one); 0: one per CPU core
 runs_dir: str = "runs"  # replicates go to <runs_dir>/audit_calibration/
 tables_dir: str = "tables"  # audit_calibration.{csv,md,tex} go here
 figures_dir: str = "figures"  # audit_calibration.{png,pdf} go here

@@ -301,3 +301,14 @@ def test_a_panel_is_read_only_from_the_folders_named_for_it(where, tmp_path, mon
         monkeypatch.setenv(sources.DATA_DIRS, str(outside))  # the user names the folder: read
         with pytest.raises(sources.SourceError, match="missing column"):  # read, and checked as a panel
             prep.load_long(params, root)
+
+
+def test_a_download_that_fails_says_what_to_fetch_by_hand_and_where_to_put_it(server, tmp_path, capsys):
+    """Offline (or a moved file), `make data` ends in a message, not a traceback: each address and the path its file
+    goes to."""
+    with pytest.raises(SystemExit) as stop:
+        sources.main(["download", "owid-co2-data.csv", "--raw-dir", str(tmp_path), "--url", f"{server}/absent.csv"])
+    message = str(stop.value)
+    assert "1 of 1 files could not be downloaded" in message and f"{server}/absent.csv" in message
+    assert str(tmp_path / "owid-co2-data.csv") in message and "ACGATE_RAW_DIR" in message
+    assert "failed: HTTPError" in capsys.readouterr().out and leftovers(tmp_path) == []

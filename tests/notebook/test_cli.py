@@ -63,3 +63,13 @@ def test_a_parameter_that_is_not_valid_yaml_names_its_key_and_the_list_syntax():
     with pytest.raises(argparse.ArgumentTypeError, match=r"parameter methods: '\[acgate, tft' is not valid YAML .*"
                                                          r"written like 'methods=\[acgate, tft\]'"):
         __main__._parameter("methods=[acgate, tft")
+
+
+def test_every_parameter_is_described_on_its_own_line():
+    """papermill --help-notebook prints a parameter's inline comment: one that went on to a comment line below was cut
+    mid-sentence. Every line of a parameters cell is `name: type = default  # what it is`."""
+    root = Path(__file__).resolve().parents[2]
+    for notebook in sorted((root / "notebooks").glob("0*.py")):
+        cell = notebook.read_text().split('# %% tags=["parameters"]\n', 1)[1].split("# %%", 1)[0]
+        for line in cell.strip().splitlines():
+            assert re.fullmatch(r"\w+: \w+ = .+  # .+", line), f"{notebook.name}: {line}"

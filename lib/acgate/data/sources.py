@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import csv
 import hashlib
+import http.client
 import os
 import unicodedata
 import urllib.request
@@ -521,13 +522,28 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--url", default=None, help="fetch the one named file from this address instead")
     args = parser.parse_args(argv)
     directory = Path(args.raw_dir) if args.raw_dir else raw_dir(project_root())
+    unknown = [name for name in args.names if name not in OFFICIAL_URLS]
+    if unknown:
+        raise SystemExit(f"unknown file '{unknown[0]}'; choose from {', '.join(OFFICIAL_URLS)}")
+    failed = []
     for name in args.names:
-        if name not in OFFICIAL_URLS:
-            raise SystemExit(f"unknown file '{name}'; choose from {', '.join(OFFICIAL_URLS)}")
         url = args.url if args.url and len(args.names) == 1 else OFFICIAL_URLS[name]
         print(f"downloading {name} from {url} ...", flush=True)
-        record = download(url, directory / name)
+        try:
+            record = download(url, directory / name)
+        except (OSError, http.client.HTTPException, SourceError) as err:  # offline, a proxy, a moved file
+            print(f"  failed: {type(err).__name__}: {err}", flush=True)
+            failed.append((name, url))
+            continue
         print(f"  {record['bytes']:,} bytes, sha256 {record['sha256']}", flush=True)
+    if failed:
+        by_hand = "\n".join(f"  {url}\n    -> {directory / name}" + (" (the address gives an archive: take this "
+                                                                     "file out of it)" if name.endswith(".dta") else "")
+                             for name, url in failed)
+        raise SystemExit(f"{len(failed)} of {len(args.names)} files could not be downloaded (no network here?). "
+                         f"Fetch them by hand, e.g. in a browser, and save each under the name shown:\n{by_hand}\n"
+                         "or put them in a folder of your own and set ACGATE_RAW_DIR to it; docs/data.md says what "
+                         "each file is.")
 
 
 if __name__ == "__main__":
