@@ -53,7 +53,7 @@ from acgate.audit.run_folders import load_panel
 from acgate.layout import audit_dir, grid_folders, panel_matched_dir, shown
 from acgate.notebook.resolve import resolve
 from acgate.report import audit_figures
-from acgate.report.audit_page import lags_differ_rate, rate_warning, write_audit_report
+from acgate.report.audit_page import lags_differ_rate, power_warning, rate_warning, write_audit_report
 
 # %% [markdown]
 # ## The audit
@@ -117,6 +117,8 @@ for reference, found in result.verdicts_by_reference.items():
                 print(f"{'':17s}{rates[reference][layer]['unseen']}")
             if warning := rate_warning(rates[reference][layer], cell["verdict"], params.audit.alpha):
                 print(f"{'':17s}WARNING: {warning}")
+        if warning := power_warning(rates, reference, layer, cell["verdict"]):
+            print(f"{'':17s}WARNING: {warning}")
 print(f"lags differ: {result.lags_differ['verdict']} ({result.lags_differ['reading']})")
 differ = lags_differ_rate(rates)  # one statement for both references: the classical replicates are the more numerous
 if differ:

@@ -83,3 +83,22 @@ def test_the_glance_states_each_rules_error_rates_or_why_they_were_not_measured(
     assert table.loc["lags differ at all"].iloc[0].endswith("detects a spread of 0.5 lags or more")
     assert neural[1] == "not measured: the study trained no AC-GATE replicates (neural_replicates 0)"
     assert table.iloc[0].str.startswith("not measured: a forecast comparison").all()
+
+
+def test_a_blind_ac_gate_not_certified_points_to_the_classical_reference():
+    """Where AC-GATE detects a 1-lag spread in under half as many surrogates as the moderated distributed lag, its
+    L1 or L2 "not certified" says little, and the warning names the classical one; not where it keeps up, nor for a
+    "supported", nor where either was not measured at 1 lag."""
+    from acgate.report.audit_page import power_warning
+
+    def rates(neural, classical):
+        return {"acgate": {"L1": {"power": {"1": {"supported": neural, "replicates": 20}}}},
+                "moderated_dl": {"L1": {"power": {"1": {"supported": classical, "replicates": 40}}}}}
+
+    warning = power_warning(rates(2, 37), "acgate", "L1", "not certified")
+    assert warning.startswith("on surrogates of this panel AC-GATE detects a spread of 1 lag in 2 of 20, under half "
+                              "the moderated distributed lag's 37 of 40") and warning.endswith("distributed lag's L1")
+    assert power_warning(rates(10, 37), "acgate", "L1", "not certified") is None  # 50 % against 92 %: over half
+    assert power_warning(rates(2, 37), "acgate", "L1", "supported") is None
+    assert power_warning(rates(2, 37), "moderated_dl", "L1", "not certified") is None
+    assert power_warning({"moderated_dl": rates(2, 37)["moderated_dl"]}, "acgate", "L1", "not certified") is None

@@ -27,7 +27,7 @@ import yaml
 from acgate.audit.domain_audit import CLASSICAL, NEURAL, AuditResult
 from acgate.audit.run_folders import load_panel
 from acgate.audit.verdicts import LAYERS, RULES_VERSION
-from acgate.config import Params
+from acgate.config import GATE_METHODS, Params
 from acgate.layout import AUDIT_MARKDOWN, AUDIT_PAGE, audit_dir, method_dir, panel_dir, shown
 from acgate.report import audit_figures, render
 from acgate.report.page import FIGURES_FOLDER, Code, Link, Page, Strong, render_html, render_markdown
@@ -76,6 +76,29 @@ def rate_warning(rate: dict, verdict: str, alpha: float) -> str | None:
     return (f"on panels like this one this rule says \"supported\" where it must not in "
             f"{rate['false_support']['supported']} of {rate['false_support']['replicates']} nulls: this verdict is "
             "no evidence here")
+
+
+POWER_SPREAD, POWER_SHARE = "1", 0.5  # AC-GATE is warned for when its power at 1 lag is under half the classical's
+
+
+def power_warning(rates: dict, reference: str, layer: str, verdict: str) -> str | None:
+    """A warning on a gate model's L1 or L2 "not certified" where, on surrogates of this panel, it detects a spread of
+    :data:`POWER_SPREAD` lag in under :data:`POWER_SHARE` of the share the moderated distributed lag detects: its
+    verdict then says little, and the classical one is the one to read. None otherwise (or where either was not
+    measured at that spread)."""
+    if reference not in GATE_METHODS or layer not in ("L1", "L2") or verdict != "not certified":
+        return None
+    mine = rates.get(reference, {}).get(layer, {}).get("power", {}).get(POWER_SPREAD)
+    theirs = rates.get("moderated_dl", {}).get(layer, {}).get("power", {}).get(POWER_SPREAD)
+    if not (mine and theirs and mine["replicates"] and theirs["replicates"]):
+        return None
+    share, classical = mine["supported"] / mine["replicates"], theirs["supported"] / theirs["replicates"]
+    if share >= POWER_SHARE * classical:
+        return None
+    return (f"on surrogates of this panel {render.readable(reference)} detects a spread of {POWER_SPREAD} lag in "
+            f"{mine['supported']} of {mine['replicates']}, under half the moderated distributed lag's "
+            f"{theirs['supported']} of {theirs['replicates']}: this \"not certified\" says little; read the moderated "
+            f"distributed lag's {layer}")
 
 
 def lags_differ_rate(rates: dict) -> dict | None:
@@ -182,8 +205,10 @@ def _verdicts(page: Page, result: AuditResult, calibration: dict) -> None:
     for reference in references:
         for layer, cell in result.verdicts_by_reference[reference]["calibrated"].items():
             rate = rates.get(reference, {}).get(layer)
-            if rate and (why := rate_warning(rate, cell["verdict"], result.config.alpha)):
-                extra[(reference, layer)] = f"{reference} {layer} (panel-matched error rates): {why}"
+            reasons = [why for why in (rate and rate_warning(rate, cell["verdict"], result.config.alpha),
+                                       power_warning(rates, reference, layer, cell["verdict"])) if why]
+            if reasons:
+                extra[(reference, layer)] = f"{reference} {layer} (panel-matched error rates): {'; '.join(reasons)}"
     differ = lags_differ_rate(rates)
     if differ and (why := rate_warning(differ, result.lags_differ.get("verdict", ""), result.config.alpha)):
         extra[("", "lags differ")] = f"lags differ (panel-matched error rates): {why}"
@@ -193,7 +218,7 @@ def _verdicts(page: Page, result: AuditResult, calibration: dict) -> None:
 
     def no_evidence(reference: str, layer: str) -> str:
         found = numbers.get((reference, "matched", layer))
-        return f"; no evidence here: W{found[0]}" if found else ""
+        return f"; says little here: W{found[0]}" if found else ""
 
     glance = pd.DataFrame({render.readable(r): [f"{result.verdicts_by_reference[r]['calibrated'][layer]['verdict']} "
                                                 f"(paper: {result.verdicts_by_reference[r]['paper'][layer]['verdict']}"
