@@ -292,3 +292,13 @@ def test_the_plan_spreads_the_dear_replicates_among_the_cheap_ones():
     assert dear[0] == 0 and order[1][1] >= 2  # both kinds among the first jobs
     assert max(b - a for a, b in zip(dear, dear[1:], strict=False)) <= 5  # 6 dear among 30: one every 5
     assert panel_matched.plan(names, 2, 0) == [(n, r) for r in range(2) for n in names]
+
+
+def test_a_one_seed_replicate_tests_the_classical_l3_over_entities(example, source, tmp_path):
+    """A surrogate replicate trains one seed of the classical family on one panel: its L3 compares the moderated
+    distributed lag with its collapsed twin over the entities (seeds could not replicate these fits at all)."""
+    params = example[0]
+    panel_matched.run_replicate("proxy_lags_three", 0, source, params, tmp_path, seeds=1, neural=0)
+    verdicts = json.loads((tmp_path / "runs" / "proxy_lags_three_r000" / "audit" / "verdicts.json").read_text())
+    l3 = verdicts["verdicts_by_reference"]["moderated_dl"]["calibrated"]["L3"]
+    assert f"over {example[2].n_entities} entities (seedless fits on one panel)" in l3["evidence"], l3

@@ -484,7 +484,9 @@ def judge(result: AuditResult, cfg: AuditConfig, references: list[str] | None = 
             out[reference] = {"calibrated": _with_exclusions(absent, result.excluded), "paper": absent}
             continue
         c = reference_config(cfg, reference)
-        entities = result.kstar_by_entity if result.shared_entities else None  # L3's replicates of seedless fits
+        # one panel for every seed (or one seed): the entities replicate a pair of seedless fits in L3
+        one_panel = result.shared_entities or result.l1.seed.nunique() == 1
+        entities = result.kstar_by_entity if one_panel else None
         cells = verdicts.calibrated_verdicts(c, result.l1, result.heldout, result.seed_agreement, result.l2_summary,
                                              result.l3, result.wilcoxon, tested, result.shared_entities,
                                              result.lag_tests, entities)
