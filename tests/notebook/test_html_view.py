@@ -1,8 +1,12 @@
 """Tests of acgate.notebook.html_view: the HTML view of executed notebooks and its index page."""
 
+import shutil
+import subprocess
 from pathlib import Path
 
 import nbformat
+import pandas as pd
+import pytest
 
 from acgate.notebook.html_view import _exporter, _write_page, html_view
 
@@ -124,3 +128,42 @@ def test_a_table_page_shows_html_in_a_users_column_names_and_ids_as_text(tmp_pat
     page = (tmp_path / "runs" / "html" / "tables" / "own_l2.html").read_text()
     assert "gov&lt;img src=x onerror=alert(1)&gt;" in page and "&lt;script&gt;alert(2)&lt;/script&gt;" in page
     assert "<img" not in page and "<script" not in page
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+RAN = '<img src=x onerror="document.body.dataset.ran=1"><script>document.body.dataset.ran=2</script>'
+
+
+def rendered_dom(page: Path, profile: Path) -> str:
+    """The page's DOM after a headless Chromium loaded it and ran whatever scripts it has."""
+    done = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                           "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                           f"--user-data-dir={profile}", "--dump-dom", page.as_uri()],
+                          capture_output=True, text=True, timeout=120)
+    assert "<body" in done.stdout, done.stderr[-2000:]
+    return done.stdout
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="needs Chromium (Debian: apt-get install chromium)")
+def test_html_in_a_users_names_runs_no_script_in_a_real_browser(tmp_path, monkeypatch):
+    """A column name and an id carrying an element with a handler and a script, on the HTML view's table page and on
+    an audit page, loaded in headless Chromium: the body is left as it was (a page with the same markup unescaped,
+    the control, shows that the check sees a script run)."""
+    from acgate.report.page import Page, render_html
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "tables").mkdir()
+    (tmp_path / "tables" / "own_l2.csv").write_text("stratifier,rho\n")
+    (tmp_path / "tables" / "own_l2.md").write_text(f"| stratifier | rho |\n|---|---|\n| gov{RAN} | 0.5 |\n")
+    index_of(tmp_path, {"runs/report/05_report.ipynb": {"tables_dir": str(tmp_path / "tables"),
+                                                          "figures_dir": "figures"}})
+    report = Page(f"Audit report: own{RAN}")
+    report.paragraph(f"entity {RAN}")
+    report.table(pd.DataFrame({f"stratifier{RAN}": [f"id{RAN}"], "rho": [0.5]}))
+    audit_page = tmp_path / "report.html"
+    audit_page.write_text(render_html(report))
+    control = tmp_path / "control.html"
+    control.write_text(f"<!doctype html><html><body><p>{RAN}</p></body></html>")
+    assert 'data-ran="' in rendered_dom(control, tmp_path / "profile")  # the check sees a script that runs
+    for page in (tmp_path / "runs" / "html" / "tables" / "own_l2.html", audit_page):
+        assert 'data-ran="' not in rendered_dom(page, tmp_path / "profile"), page
