@@ -117,8 +117,9 @@ unlock: setup
 		exit 1; fi
 	$(SNAKEMAKE) --unlock $(if $(CONFIG),--config $(CONFIG))
 
+# BENCH=--scale: the scale table (acgate.tools.scale) with the other options of BENCH
 bench: setup
-	$(PY) -m acgate.tools.bench $(BENCH)
+	$(PY) -m acgate.tools.$(if $(filter --scale,$(BENCH)),scale,bench) $(filter-out --scale,$(BENCH))
 
 data: setup
 	$(PY) -m acgate.data.sources download

@@ -71,7 +71,7 @@ def test_the_scale_table_runs_end_to_end(tmp_path):
     project.mkdir()
     for name in ("params", "pyproject.toml"):
         (project / name).symlink_to(ROOT / name)
-    cmd = [sys.executable, "-m", "acgate.tools.bench", "--scale", "--entities", "300", "--steps", "20", "--methods",
+    cmd = [sys.executable, "-m", "acgate.tools.scale", "--entities", "300", "--steps", "20", "--methods",
            "acgate", "moderated_dl", "--epochs", "1", "--out", str(tmp_path)]
     env = {**os.environ, "ACGATE_ROOT": str(project)}
     done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env)

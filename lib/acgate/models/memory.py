@@ -19,12 +19,10 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import torch
 
-if TYPE_CHECKING:
-    from acgate.models.train import Batch
+from acgate.models.batch import Batch
 
 GB = 1e9
 # auto on the CPU: a panel of up to BLOCK_CAP entities is one block (the paper's panels among them); a larger one is

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from acgate.models.train import Batch
+from acgate.models.batch import Batch
 
 
 def occlusion_increase(model: torch.nn.Module, batch: Batch, block: int) -> np.ndarray:

@@ -27,7 +27,8 @@ Measures, on this machine:
 - **the full-suite wall time** of the last ``make paper`` (from ``tables/run_manifest.json``);
 - the same run timings on CUDA when a GPU is present, with its model and peak GPU memory.
 
-``--scale`` times panels of many entities instead (:mod:`acgate.tools.scale`).
+``make bench BENCH=--scale`` times panels of many entities instead (:mod:`acgate.tools.scale`, which uses this
+module's timers).
 
 Timings are medians; the spread (min..max) is printed beside each. Run it on an otherwise idle machine. Synthetic
 panels are drawn into ``runs/bench/data`` (:func:`data_root`), never over the grid's.
@@ -111,8 +112,9 @@ def epoch_flops(params: Params, seed: int = 0, method: str = "acgate") -> float:
 
     from acgate.data.panel import Normalisers
     from acgate.data.prep import panel_for_training
+    from acgate.models.batch import Batch
     from acgate.models.networks import build
-    from acgate.models.train import Batch, masked_mse, recon_loss
+    from acgate.models.train import masked_mse, recon_loss
 
     panel = panel_for_training(params, seed, data_root(params))
     cfg = params.model
@@ -338,9 +340,6 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--at-once", type=int, default=os.cpu_count() or 1,
                         help="seeds trained at once for the throughput figure, one process each (default: CPU cores)")
     parser.add_argument("--out", default="runs/bench", help="folder for the JSON record, relative to the project root")
-    parser.add_argument("--scale", action="store_true",
-                        help="time the scale table instead (python -m acgate.tools.scale: one epoch and the peak "
-                             "memory at N 1,000 / 4,000 / 16,000); the options after it are that tool's")
     parser.add_argument("--one", nargs=6, metavar=("DOMAIN", "METHOD", "SEED", "DEVICE", "PROFILE", "REPEATS"),
                         help=argparse.SUPPRESS)
     parser.add_argument("--one-replicate", nargs=2, metavar=("DEVICE", "REPEATS"), help=argparse.SUPPRESS)
@@ -350,11 +349,6 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
-    if "--scale" in argv:
-        from acgate.tools import scale  # which imports this module's timers
-
-        scale.main([a for a in argv if a != "--scale"])
-        return
     args = _parser().parse_args(argv)
     if args.one:  # a single timed run in this (fresh) process, as JSON on stdout
         domain, method, seed, device, profile, repeats = args.one
