@@ -177,8 +177,8 @@ def test_a_second_writer_of_a_run_folder_stops_naming_the_first(smoke_params, pa
 
 def test_a_seedless_fit_is_fitted_once_per_panel_and_copied_to_the_other_seeds(smoke_params, panel, tmp_path):
     """A closed-form fit reads no seed: on one panel, seed 1's run is seed 0's fit, copied (the same files a fresh fit
-    of seed 1 writes, its manifest naming the source); a seed-dependent one (shuffled_dl) and another panel fit
-    afresh."""
+    of seed 1 writes, its manifest naming the source); a seed-dependent one (shuffled_dl), another panel and a
+    proxy-shuffle domain's seed (the same digest, its proxies reordered) fit afresh."""
     lines = []
     runner.run_method(panel, smoke_params, "moderated_dl", 0, tmp_path, quiet)
     copied = runner.run_method(panel, smoke_params, "moderated_dl", 1, tmp_path, lines.append)
@@ -196,3 +196,7 @@ def test_a_seedless_fit_is_fitted_once_per_panel_and_copied_to_the_other_seeds(s
     runner.run_method(panel, smoke_params, "shuffled_dl", 2, tmp_path, quiet)
     other = dataclasses.replace(panel, Y=panel.Y * 2)
     assert "copied_from" not in runner.run_method(other, smoke_params, "moderated_dl", 2, tmp_path, quiet)
+    # a proxy-shuffle domain's seed: the same panel digest (proxies as a set), its proxies in another order
+    shuffled = panel.with_shuffled_proxies(3, 1)[0]
+    assert shuffled.digest() == panel.digest()
+    assert "copied_from" not in runner.run_method(shuffled, smoke_params, "moderated_dl", 3, tmp_path, quiet)

@@ -13,6 +13,7 @@ baselines.
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import uuid
 from collections.abc import Callable
@@ -138,11 +139,21 @@ def run_method(panel: Panel, params: Params, method: str, seed: int, runs_root: 
 
 def _fitted_for_another_seed(panel: Panel, params: Params, method: str, out: Path) -> Path | None:
     """The run folder of another seed of ``method`` (one of :data:`acgate.config.SEEDLESS_METHODS`) finished under
-    the same parameters on the same panel, or None: a real panel is one panel for every seed."""
+    the same parameters on the same panel, its proxies in the same order (:func:`proxy_order`), or None: a real
+    panel is one panel for every seed."""
     for other in sorted(out.parent.parent.glob(f"seed*/{method}")):
-        if other != out and writer(other) is None and current_metrics(other, params.digest(), panel.digest()):
+        if other == out or writer(other) is not None:
+            continue
+        found = current_metrics(other, params.digest(), panel.digest())
+        if found and found.get("proxy_order") == proxy_order(panel):  # not a proxy-shuffle domain's other seed
             return other
     return None
+
+
+def proxy_order(panel: Panel) -> str:
+    """Short hash of the proxies in their entities' order. The panel digest takes them as a set (a proxy-shuffled
+    copy has its panel's digest), so it cannot tell a proxy-shuffle domain's seeds apart: this can."""
+    return hashlib.sha256(np.ascontiguousarray(panel.P, dtype=np.float64).tobytes()).hexdigest()[:12]
 
 
 def _write_bytes(file: IO[bytes], content: bytes) -> None:
@@ -184,7 +195,8 @@ def _retrain(panel: Panel, params: Params, method: str, seed: int, out: Path, lo
     run_id = uuid.uuid4().hex  # in the manifest and metrics.json: both from this training (runs.mixed_training)
     metrics = summarise(trained.preds, trained.table, {
         **trained.facts, "seconds": round(trained.seconds, 3), "device": trained.device,
-        "params_hash": params.digest(), "panel_digest": panel.digest(), "run_id": run_id}, trained.gate)
+        "params_hash": params.digest(), "panel_digest": panel.digest(), "proxy_order": proxy_order(panel),
+        "run_id": run_id}, trained.gate)
     write_csv(out / "predictions.csv", trained.preds, index=False)
     write_csv(out / "lags.csv", trained.table, index=False)
     write_csv(out / "history.csv", trained.history, index=False)
