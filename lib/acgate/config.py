@@ -280,6 +280,9 @@ class TrainConfig:
         "one optimiser step over the whole panel, and peak memory follows the block, not the panel); auto: the whole "
         "panel, or on the CPU a panel of more than 256 entities in blocks of up to 256 that keep under 96 MB of "
         "activations (larger blocks are slower there); less where the memory available asks for it", _block)
+    stacked: str = _param("auto", "train the seeds of a neural method as one stacked model (acgate.models.stacked): "
+                              "auto on CUDA, where it is faster; on; off (the lone runs, the reference)",
+                          _one_of("auto", "on", "off"))
     log_every: int = _param(25, "print a progress line every this many epochs (training without a progress bar, "
                                 "as acgate.models.train.fit runs by default; the notebooks show a bar instead)",
                             _int_at_least(1))
@@ -355,10 +358,11 @@ class Params:
         with every run; a run whose hash differs from the current one is stale. The audit settings, the seed count
         and the list of methods do not shape a run, so changing them leaves finished runs valid; nor does
         ``train.block_entities`` (an epoch is the same optimiser step whatever the block; each run records its
-        block)."""
+        block), nor ``train.stacked`` (each seed's optimiser steps are those of its lone run; each run records the
+        stack)."""
         shaping = {k: v for k, v in self.to_dict().items()
                    if k not in ("audit", "n_seeds", "methods") and v is not None}
-        shaping["train"] = {k: v for k, v in shaping["train"].items() if k != "block_entities"}
+        shaping["train"] = {k: v for k, v in shaping["train"].items() if k not in ("block_entities", "stacked")}
         text = json.dumps(shaping, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 

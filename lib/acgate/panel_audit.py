@@ -12,7 +12,7 @@ It runs the steps of the workflow, through the same functions (no second impleme
 ``<workdir>/data/raw/<domain>.csv`` and read back by the CSV loader (every check a CSV gets), the params are
 validated by :func:`acgate.config.params_from_dict` and written to ``<workdir>/params/<domain>.yaml`` (so that
 ``make paper`` or the notebooks can run the same panel again), then preparation
-(:mod:`acgate.data.prep`), training (:func:`acgate.models.runner.run_method`), the audit
+(:mod:`acgate.data.prep`), training (:func:`acgate.models.runner.run_seeds`), the audit
 (:func:`acgate.audit.domain_audit.audit_domain`) and the audit report (:mod:`acgate.report.audit_page`). Runs
 already on disk that are current for these params and this panel are kept, so a second call with the same
 arguments trains nothing.
@@ -189,14 +189,11 @@ def audit_panel(frame: pd.DataFrame, *, entity: str, time: str, target: str, fea
     panel = prepared.panel
     log(f"{domain}: {panel.n_entities} entities, times {first}..{last} (validation from {val_start}, test from "
         f"{test_start}); {seeds} seeds x {len(params.methods)} methods -> {runs_root}")
-    from acgate.models.runner import run_method  # torch: imported where runs train
+    from acgate.models.runner import run_seeds  # torch: imported where runs train
 
-    done = 0
-    for seed in range(seeds):
-        for method in params.methods:
-            run_method(panel, params, method, seed, runs_root, log=lambda _: None)
-            done += 1
-        log(f"{domain}: seed {seed + 1} of {seeds} trained ({done} runs)")
+    for done, method in enumerate(params.methods, start=1):
+        run_seeds(dict.fromkeys(range(seeds), panel), params, method, runs_root, log=lambda _: None)
+        log(f"{domain}: {method} trained for {seeds} seeds ({done} of {len(params.methods)} methods)")
     result = audit_domain(params, runs_root, data_root)
     out = audit_dir(runs_root, domain)
     result.write(out)

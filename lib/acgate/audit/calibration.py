@@ -212,7 +212,7 @@ def run_replicate(name: str, replicate: int, params: Params, root: Path) -> list
     per reference (AC-GATE, the moderated distributed lag) with both rule sets' verdicts, the L2 test alone, and the
     seconds the replicate took."""
     from acgate.models.runner import (
-        run_method,  # torch: imported where replicates train, not where a grid checks its plan
+        run_seeds,  # torch: imported where replicates train, not where a grid checks its plan
     )
 
     start = time.perf_counter()
@@ -220,16 +220,16 @@ def run_replicate(name: str, replicate: int, params: Params, root: Path) -> list
     params = dataclasses.replace(params, domain=f"{name}_r{replicate:03d}")
     runs_root, data_root = Path(root) / "runs", Path(root) / "data"
     projection = np.random.default_rng([replicate, 2]).normal(size=len(dgp.PROXY_NAMES))
+    panels = {}
     for seed in range(params.n_seeds):
         # the lag-free control shares one panel across seeds (like a real panel); the others draw one per seed
         panel_seed = 1_000 * (replicate + 1) + (0 if not scenario.trained else seed)
-        panel = draw_panel(name, params, panel_seed)
-        panel.save(panel_dir(data_root, params.domain, seed))
+        panels[seed] = draw_panel(name, params, panel_seed)
+        panels[seed].save(panel_dir(data_root, params.domain, seed))
         if not scenario.trained:
-            _write_lag_free_runs(panel, params, seed, runs_root, projection)
-            continue
-        for method in params.methods:
-            run_method(panel, params, method, seed, runs_root, log=lambda _: None)
+            _write_lag_free_runs(panels[seed], params, seed, runs_root, projection)
+    for method in params.methods if scenario.trained else ():
+        run_seeds(panels, params, method, runs_root, log=lambda _: None)
     result = audit.audit_domain(params, runs_root, data_root)
     result.write(audit_dir(runs_root, params.domain))
     return replicate_records(result, params.audit, {"scenario": name, "control": scenario.control,

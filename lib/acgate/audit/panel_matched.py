@@ -284,7 +284,7 @@ def run_replicate(name: str, replicate: int, source: Source, params: Params, roo
     """Draw surrogate ``replicate`` of scenario ``name``, train its methods for ``seeds`` seeds (the AC-GATE family
     too when ``replicate < neural``), audit it under ``root`` and return its records
     (:func:`acgate.audit.calibration.replicate_records`)."""
-    from acgate.models.runner import run_method  # torch: imported where replicates train
+    from acgate.models.runner import run_seeds  # torch: imported where replicates train
 
     start = time.perf_counter()
     scenario = SCENARIOS[name]
@@ -293,9 +293,8 @@ def run_replicate(name: str, replicate: int, source: Source, params: Params, roo
     params = dataclasses.replace(params, domain=f"{name}_r{replicate:03d}", n_seeds=seeds, methods=tuple(chosen))
     runs_root, data_root = Path(root) / "runs", Path(root) / "data"
     panel.save(panel_dir(data_root, params.domain))
-    for seed in range(seeds):
-        for method in chosen:
-            run_method(panel, params, method, seed, runs_root, log=lambda _: None)
+    for method in chosen:  # a real panel: one panel for every seed
+        run_seeds(dict.fromkeys(range(seeds), panel), params, method, runs_root, log=lambda _: None)
     result = audit.audit_domain(params, runs_root, data_root)
     result.write(audit_dir(runs_root, params.domain))
     return replicate_records(result, params.audit, {"scenario": name, "control": scenario.control,

@@ -12,6 +12,7 @@ baselines.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -26,10 +27,10 @@ import pandas as pd
 import torch
 from threadpoolctl import threadpool_limits
 
-from acgate.config import CLASSICAL_METHODS, GATE_METHODS, SEEDLESS_METHODS, Params
+from acgate.config import CLASSICAL_METHODS, GATE_METHODS, NEURAL_BASELINES, SEEDLESS_METHODS, Params
 from acgate.data.panel import SPLITS, Panel
 from acgate.layout import method_dir, shown
-from acgate.models import baselines, lags
+from acgate.models import baselines, lags, stacked
 from acgate.models.classical import fit_classical
 from acgate.models.metrics import TRUTHS, forecast_metrics, l3_recovery
 from acgate.models.networks import ACGate
@@ -122,19 +123,40 @@ def run_method(panel: Panel, params: Params, method: str, seed: int, runs_root: 
     more inputs; ``shuffled_dl`` is the moderated distributed lag on the same permutation. Another process writing
     the same run folder stops it, before it changes anything, with :class:`acgate.runs.RunFolderBusy`.
     """
-    out = method_dir(runs_root, params.domain, seed, method)
+    return run_seeds({seed: panel}, params, method, runs_root, log, retrain, bar)[seed]
+
+
+def run_seeds(panels: dict[int, Panel], params: Params, method: str, runs_root: Path,
+              log: Callable[[str], None] = print, retrain: bool = False, bar: bool = False) -> dict[int, dict]:
+    """:func:`run_method` for several seeds of one method (``panels``: each seed's panel); returns each seed's
+    metrics.json. The neural seeds left to train are trained as one stacked model where ``train.stacked`` says so
+    (:mod:`acgate.models.stacked`), else one after another; a closed-form fit that reads no seed is fitted once and
+    copied to the other seeds."""
+    outs = {seed: method_dir(runs_root, params.domain, seed, method) for seed in panels}
+    done, pending = {}, {}
     # one writer per run folder (a second one stops, naming the first); numpy's BLAS on the run's threads, as PyTorch
-    with writing(out), threadpool_limits(params.train.threads, user_api="blas"):
-        kept = None if retrain else current_metrics(out, params.digest(), panel.digest())
-        if kept is not None:
-            log(f"  [{method} seed {seed}] kept: finished run with the same parameters in {shown(out)} (retrain "
-                "redoes it)")
-            return kept
-        fitted = None if retrain or method not in SEEDLESS_METHODS else _fitted_for_another_seed(panel, params, method,
-                                                                                                   out)
-        if fitted is not None:
-            return _copy_run(fitted, out, seed, log)
-        return _retrain(panel, params, method, seed, out, log, bar)
+    with contextlib.ExitStack() as held, threadpool_limits(params.train.threads, user_api="blas"):
+        for out in outs.values():
+            held.enter_context(writing(out))
+        for seed, panel in panels.items():
+            out = outs[seed]
+            kept = None if retrain else current_metrics(out, params.digest(), panel.digest())
+            if kept is not None:
+                log(f"  [{method} seed {seed}] kept: finished run with the same parameters in {shown(out)} (retrain "
+                    "redoes it)")
+                done[seed] = kept
+                continue
+            fitted = (None if retrain or method not in SEEDLESS_METHODS
+                      else _fitted_for_another_seed(panel, params, method, out))
+            if fitted is not None:
+                done[seed] = _copy_run(fitted, out, seed, log)
+            elif method in GATE_METHODS + NEURAL_BASELINES and stacked.wanted(params, len(panels)):
+                pending[seed] = panel
+            else:
+                done[seed] = _retrain(panel, params, method, seed, out, log, bar)
+        if pending:
+            done |= _retrain_stacked(pending, params, method, outs, log, bar)
+    return {seed: done[seed] for seed in panels}
 
 
 def _fitted_for_another_seed(panel: Panel, params: Params, method: str, out: Path) -> Path | None:
@@ -182,16 +204,51 @@ def _copy_run(source: Path, out: Path, seed: int, log: Callable[[str], None]) ->
     return metrics
 
 
-def _retrain(panel: Panel, params: Params, method: str, seed: int, out: Path, log: Callable[[str], None],
-             bar: bool) -> dict:
-    """Train ``method`` afresh into run folder ``out``, whose lock the caller holds; returns metrics.json."""
+def _prepared(panel: Panel, method: str, seed: int, out: Path, log: Callable[[str], None]) -> Panel:
+    """Run folder ``out``, whose lock the caller holds, cleared for a fresh run (no finished marker, no half-written
+    file of a killed run); the panel ``method`` trains on (the proxies permuted for the shuffled methods)."""
     (out / "metrics.json").unlink(missing_ok=True)
     remove_interrupted_writes(out)  # of an earlier run of this method that was killed mid-write
     log(f"  [{method} seed {seed}] training on {panel.n_entities} entities")
     if method in SHUFFLED_METHODS:
         panel, permutation = panel.with_shuffled_proxies(seed, SHUFFLED_PROXIES_SALT)
         panel.meta["shuffled_proxies_permutation"] = [str(e) for e in panel.entities[permutation]]
-    trained = _fit(panel, params, method, seed, out, log, bar)
+    return panel
+
+
+def _retrain(panel: Panel, params: Params, method: str, seed: int, out: Path, log: Callable[[str], None],
+             bar: bool) -> dict:
+    """Train ``method`` afresh into run folder ``out``, whose lock the caller holds; returns metrics.json."""
+    panel = _prepared(panel, method, seed, out, log)
+    return _write_run(_fit(panel, params, method, seed, out, log, bar), panel, params, method, seed, out, log)
+
+
+def _retrain_stacked(panels: dict[int, Panel], params: Params, method: str, outs: dict[int, Path],
+                     log: Callable[[str], None], bar: bool) -> dict[int, dict]:
+    """The seeds of neural ``method`` trained afresh as one stacked model into their run folders, whose locks the
+    caller holds (one after another where they cannot be stacked); returns each seed's metrics.json."""
+    panels = {seed: _prepared(panel, method, seed, outs[seed], log) for seed, panel in panels.items()}
+    seeds = list(panels)
+    try:
+        results = stacked.fit_stacked(list(panels.values()), params, method, seeds, log)
+    except (MemoryError, RuntimeError) as err:
+        explained = memory_error(err, params, method, seeds[0], panels[seeds[0]])
+        if explained is None:
+            raise
+        raise explained from err
+    if results is None:
+        log(f"  [{method}] seeds {seeds} cannot be trained stacked (panels of different shapes, or too large for "
+            "one block): trained one after another")
+        return {seed: _write_run(_fit(panel, params, method, seed, outs[seed], log, bar), panel, params, method,
+                                 seed, outs[seed], log) for seed, panel in panels.items()}
+    return {seed: _write_run(_neural_trained(result, panels[seed], method, outs[seed], stacked_seeds=len(seeds)),
+                             panels[seed], params, method, seed, outs[seed], log)
+            for seed, result in zip(seeds, results, strict=True)}
+
+
+def _write_run(trained: _Trained, panel: Panel, params: Params, method: str, seed: int, out: Path,
+               log: Callable[[str], None]) -> dict:
+    """Run folder ``out`` written from ``trained`` (``metrics.json`` last); returns metrics.json."""
     run_id = uuid.uuid4().hex  # in the manifest and metrics.json: both from this training (runs.mixed_training)
     metrics = summarise(trained.preds, trained.table, {
         **trained.facts, "seconds": round(trained.seconds, 3), "device": trained.device,
@@ -249,12 +306,17 @@ def _fit_classical(panel: Panel, params: Params, method: str, out: Path) -> _Tra
 
 def _fit_neural(panel: Panel, params: Params, method: str, seed: int, out: Path, log: Callable[[str], None],
                 bar: bool) -> _Trained:
-    """A neural method trained (:func:`acgate.models.train.fit`); its weights go to ``model.pt``."""
-    result = fit(panel, params, method, seed, log, bar)
+    """A neural method trained alone (:func:`acgate.models.train.fit`)."""
+    return _neural_trained(fit(panel, params, method, seed, log, bar), panel, method, out)
+
+
+def _neural_trained(result: FitResult, panel: Panel, method: str, out: Path, stacked_seeds: int = 1) -> _Trained:
+    """What a neural run folder is written from; its weights go to ``model.pt``. ``stacked_seeds``: the seeds
+    trained with it as one model (its ``seconds`` are its share of their time)."""
     facts = {"best_epoch": result.best_epoch, "epochs_run": result.epochs_run,
              "seconds_per_epoch": round(result.seconds / result.epochs_run, 5),
              "block_entities": result.memory.block, "blocks": result.memory.blocks,
-             "memory_gb_planned": round(result.memory.needed() / 1e9, 3)}
+             "memory_gb_planned": round(result.memory.needed() / 1e9, 3), "stacked_seeds": stacked_seeds}
     if method == "ganet":
         facts["gate_density"] = float(result.output.gates.mean())  # the share of open gates at evaluation
     atomic_write(out / "model.pt", lambda f: torch.save(result.model.state_dict(), f), binary=True)

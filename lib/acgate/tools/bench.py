@@ -27,6 +27,12 @@ Measures, on this machine:
 - **the full-suite wall time** of the last ``make paper`` (from ``tables/run_manifest.json``);
 - the same run timings on CUDA when a GPU is present, with its model and peak GPU memory.
 
+``--stacked K ...`` measures instead, on every device, each method's seeds trained as one stacked model
+(:mod:`acgate.models.stacked`) against the same seeds trained alone one after another: seconds per seed of each
+(the lone runs timed on at most ``LONE_SEEDS`` seeds, after an untimed warm-up of both), the speed-up, and the
+largest difference in any seed's validation losses and k* (dropout off in both, so that they can agree; GA-Net's gate
+noise still differs).
+
 ``make bench BENCH=--scale`` times panels of many entities instead (:mod:`acgate.tools.scale`, which uses this
 module's timers).
 
@@ -50,6 +56,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import nbformat
+import numpy as np
 import torch
 from torch.overrides import TorchFunctionMode
 
@@ -130,6 +137,52 @@ def epoch_flops(params: Params, seed: int = 0, method: str = "acgate") -> float:
         with torch.no_grad():
             model(*batch.through("val").inputs())
     return float(counter.get_total_flops()) + lstm.flops
+
+
+LONE_SEEDS = 5  # --stacked: the lone runs are timed on at most this many seeds
+
+
+def stacked_against_lone(domain: str, method: str, device: str, seeds: int, profile: str) -> dict:
+    """Seeds 0..``seeds``-1 of ``method`` trained as one stacked model and alone (see the module's ``--stacked``),
+    in this process, dropout off."""
+    from acgate.data.prep import panel_for_training
+    from acgate.models import runner, stacked, train
+
+    params = _params(domain, profile)
+    params = replace(params, model=replace(params.model, dropout=0.0), train=replace(params.train, device=device))
+    panels = [panel_for_training(params, seed, data_root(params)) for seed in range(seeds)]
+    alone = min(seeds, LONE_SEEDS)
+    train.fit(panels[0], params, method, 0, log=lambda line: None)  # warm-up: first-call costs
+    stacked.fit_stacked(panels[:2], params, method, [0, 1], log=lambda line: None)
+
+    def timed(work):
+        if device == "cuda":
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        result = work()
+        if device == "cuda":
+            torch.cuda.synchronize()
+        return result, time.perf_counter() - start
+
+    lone, lone_seconds = timed(lambda: [train.fit(panels[s], params, method, s, log=lambda line: None)
+                                        for s in range(alone)])
+    together, stacked_seconds = timed(lambda: stacked.fit_stacked(panels, params, method, list(range(seeds)),
+                                                                  log=lambda line: None))
+    if together is None:
+        return {"domain": domain, "method": method, "device": device, "seeds": seeds, "stacked": False}
+    loss_diff = kstar_diff = 0.0
+    for s, result in enumerate(lone):
+        epochs = min(result.epochs_run, together[s].epochs_run)
+        loss_diff = max(loss_diff, float(abs(result.history.val_loss[:epochs] - together[s].history.val_loss[:epochs])
+                                         .max()))
+        kstar_diff = max(kstar_diff, float(np.nanmax(abs(runner.lag_table(result, panels[s]).kstar.to_numpy()
+                                                         - runner.lag_table(together[s], panels[s]).kstar.to_numpy()))))
+    return {"domain": domain, "method": method, "device": device, "seeds": seeds, "stacked": True,
+            "lone_seconds_per_seed": lone_seconds / alone, "lone_seeds_timed": alone,
+            "stacked_seconds_per_seed": stacked_seconds / seeds, "speed_up": lone_seconds / alone / (stacked_seconds
+                                                                                                     / seeds),
+            "epochs_lone": [r.epochs_run for r in lone], "epochs_stacked": [r.epochs_run for r in together[:alone]],
+            "largest_val_loss_difference": loss_diff, "largest_kstar_difference": kstar_diff}
 
 
 def _params(domain: str, profile: str) -> Params:
@@ -339,6 +392,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--profile", default="", help="overlay for every domain, e.g. params/smoke.yaml (a quick try)")
     parser.add_argument("--at-once", type=int, default=os.cpu_count() or 1,
                         help="seeds trained at once for the throughput figure, one process each (default: CPU cores)")
+    parser.add_argument("--stacked", nargs="+", type=int, default=None, metavar="K",
+                        help="measure only stacked training against lone runs, for K seeds each (e.g. 5 20 100)")
+    parser.add_argument("--devices", nargs="+", default=None, choices=["cpu", "cuda"],
+                        help="devices to time on (default: the CPU, and CUDA when present)")
     parser.add_argument("--out", default="runs/bench", help="folder for the JSON record, relative to the project root")
     parser.add_argument("--one", nargs=6, metavar=("DOMAIN", "METHOD", "SEED", "DEVICE", "PROFILE", "REPEATS"),
                         help=argparse.SUPPRESS)
@@ -361,7 +418,10 @@ def main(argv: list[str] | None = None) -> None:
     if args.one_matched:  # panel-matched replicates timed in this (fresh) process, as JSON on stdout
         print(json.dumps(panel_matched_replicate(int(args.one_matched))))
         return
-    devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    devices = args.devices or ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    if args.stacked:
+        _stacked(args, devices)
+        return
     record = {"created_utc": datetime.now(UTC).isoformat(timespec="seconds"), "git_sha": git_sha(),
               "machine": machine(), "packages": package_versions(), "repeats": args.repeats, "seed": args.seed,
               "gpu": torch.cuda.get_device_name(0) if "cuda" in devices else None, "profile": args.profile,
@@ -381,6 +441,30 @@ def main(argv: list[str] | None = None) -> None:
     write_json(out / f"bench-{stamp}.json", record)
     write_json(out / "latest.json", record)
     print(f"written: {out / 'latest.json'}")
+
+
+def _stacked(args: argparse.Namespace, devices: list[str]) -> None:
+    """The ``--stacked`` measurement of every (domain, method, device, K), in this process, into
+    ``<out>/stacked-latest.json``."""
+    record = {"created_utc": datetime.now(UTC).isoformat(timespec="seconds"), "git_sha": git_sha(),
+              "machine": machine(), "packages": package_versions(), "profile": args.profile,
+              "gpu": torch.cuda.get_device_name(0) if "cuda" in devices else None, "comparisons": []}
+    torch.set_num_threads(1)
+    for domain in args.domains:
+        params = _params(domain, args.profile)
+        for method in [m for m in args.methods or params.methods if m not in CLOSED_FORM_METHODS]:
+            for device in devices:
+                for seeds in args.stacked:
+                    found = stacked_against_lone(domain, method, device, seeds, args.profile)
+                    record["comparisons"].append(found)
+                    print(f"{domain:18s} {method:12s} {device} K {seeds:3d}: " + (
+                        f"alone {found['lone_seconds_per_seed']:.2f} s a seed, stacked "
+                        f"{found['stacked_seconds_per_seed']:.2f} s a seed: x{found['speed_up']:.1f}; largest "
+                        f"difference: validation loss {found['largest_val_loss_difference']:.1e}, k* "
+                        f"{found['largest_kstar_difference']:.1e}" if found["stacked"] else "not stackable"),
+                        flush=True)
+    write_json(project_root() / args.out / "stacked-latest.json", record)
+    print(f"written: {project_root() / args.out / 'stacked-latest.json'}")
 
 
 def _time_domain(domain: str, args: argparse.Namespace, devices: list[str], record: dict) -> None:
