@@ -82,7 +82,7 @@ print(f"{len(plan)} replicate audits of {len(names)} scenarios, {params.n_seeds}
 # One line per finished replicate, with the time so far and an estimate of what is left.
 
 # %%
-start = time.perf_counter()
+start, started = time.perf_counter(), calibration.provenance(params)
 replicates = calibration.run_replicates(plan, functools.partial(calibration.run_replicate, params=params, root=out),
                                          jobs=workers)
 minutes = (time.perf_counter() - start) / 60
@@ -111,7 +111,8 @@ display(table.pivot_table(index=["control", "scenario"], columns=["reference", "
 fig = figures.calibration_figure(table)
 figures.save_figure(fig, root / figures_dir, "audit_calibration")
 # last: the record that lets a grid keep this calibration, written once the table and the figure are
-calibration.write_record(root / tables_dir, params, names, negative_replicates, positive_replicates, minutes, workers)
+calibration.write_record(root / tables_dir, params, names, negative_replicates, positive_replicates, minutes, workers,
+                         started)
 
 # %% [markdown]
 # ## The targets

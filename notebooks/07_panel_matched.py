@@ -103,7 +103,7 @@ pd.Series({name: panel_matched.SCENARIOS[name].description for name in names}, n
 # One line per finished replicate, with the time so far and an estimate of what is left.
 
 # %%
-start = time.perf_counter()
+start, started = time.perf_counter(), calibration.provenance(params)
 work = functools.partial(panel_matched.run_replicate, source=source, params=params, root=out, seeds=n_seeds,
                          neural=neural_replicates)
 found = calibration.run_replicates(plan, work, jobs=workers, label="panel-matched",
@@ -141,4 +141,4 @@ figures.save_figure(fig, root / folders["figures_dir"], f"{params.domain}_panel_
 # last: the record the audit reads (and its copy beside the table), written once the table and the figure are
 for folder, name in ((out, panel_matched.RECORD), (tables, f"{params.domain}_panel_matched.json")):
     panel_matched.write_record(folder / name, source, params, names, replicates, neural_replicates, n_seeds, rates,
-                               minutes, workers)
+                               minutes, workers, started)

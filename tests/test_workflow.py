@@ -118,7 +118,8 @@ def test_a_calibration_of_the_current_rules_is_kept_and_a_stale_one_is_not(tmp_p
     tables.mkdir(parents=True)
     (tables / "audit_calibration.csv").write_text("scenario\nlag_free\n")
     params = load_params(ROOT / "params" / "audit_calibration.yaml")
-    calibration.write_record(tables, params, ["lag_free"], 3, 2, minutes=0.1, workers=1)
+    calibration.write_record(tables, params, ["lag_free"], 3, 2, minutes=0.1, workers=1,
+                             started=calibration.provenance(params))
     kept = snakemake(tmp_path, "-n", config=config)
     assert kept.returncode == 0, kept.stderr[-3000:]
     assert "calibrate" not in job_counts(kept.stdout) and "measured the current rules" in kept.stderr
@@ -322,8 +323,9 @@ def test_a_failed_retraining_is_redone_by_the_next_run(tmp_path):
     tables = tmp_path / GRID / "tables"  # a calibration of the current rules there: kept, not run
     tables.mkdir(parents=True)
     (tables / "audit_calibration.csv").write_text("scenario\nlag_free\n")
-    calibration.write_record(tables, load_params(ROOT / "params" / "audit_calibration.yaml"), ["lag_free"], 2, 1,
-                             minutes=0.1, workers=1)
+    params = load_params(ROOT / "params" / "audit_calibration.yaml")
+    calibration.write_record(tables, params, ["lag_free"], 2, 1, minutes=0.1, workers=1,
+                             started=calibration.provenance(params))
     done = snakemake(tmp_path, config=config)
     assert done.returncode == 0, done.stderr[-3000:]
     seed_dir = tmp_path / GRID / "synthetic_linear" / "seed00"

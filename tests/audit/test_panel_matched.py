@@ -10,9 +10,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 import yaml
 from scipy import stats
 
+from acgate import runs
 from acgate.audit import calibration, panel_matched
 from acgate.config import load_params
 from acgate.data import prep
@@ -218,11 +220,27 @@ def test_the_smallest_detectable_spread_is_where_power_stays_above_80_percent(hi
     assert panel_matched.smallest_detectable(power) == smallest
 
 
+def test_a_study_record_keeps_the_provenance_of_its_start(example, source, tmp_path, monkeypatch):
+    """The git SHA of the code the replicates ran (not of a commit made while they ran), and the device their
+    networks trained on (not "cpu" whatever it was)."""
+    params, _, _ = example
+    on_cpu = dataclasses.replace(params, train=dataclasses.replace(params.train, device="cpu"))
+    started = calibration.provenance(on_cpu)
+    monkeypatch.setattr(runs, "git_sha", lambda: "committed-while-it-ran")
+    path = tmp_path / panel_matched.RECORD
+    panel_matched.write_record(path, source, on_cpu, ["one_curve"], 2, 1, 2, {}, 0.1, 1, started)
+    record = json.loads(path.read_text())
+    assert record["git_sha"] == started["git_sha"] != "committed-while-it-ran" and record["device"] == "cpu"
+    auto = dataclasses.replace(params, train=dataclasses.replace(params.train, device="auto"))
+    assert calibration.provenance(auto)["device"] == ("cuda" if torch.cuda.is_available() else "cpu")
+
+
 def test_a_study_of_another_panel_or_other_params_is_refused(example, source, tmp_path):
     params, _, panel = example
     path = tmp_path / panel_matched.RECORD
     rates = {"moderated_dl": {"L1": {"sentence": "x"}}}
-    panel_matched.write_record(path, source, params, ["one_curve"], 2, 1, 2, rates, 0.1, 1)
+    panel_matched.write_record(path, source, params, ["one_curve"], 2, 1, 2, rates, 0.1, 1,
+                               calibration.provenance(params))
     assert panel_matched.read_rates(path, panel, params)["error_rates"] == rates
     changed = dataclasses.replace(panel, Y=panel.Y + 1)
     assert "another panel" in panel_matched.read_rates(path, changed, params)["note"]

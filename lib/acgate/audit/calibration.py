@@ -281,13 +281,22 @@ def settings(params: Params, names: list[str], negative: int, positive: int) -> 
             "negative_replicates": negative, "positive_replicates": positive}
 
 
+def provenance(params: Params) -> dict:
+    """What a study's record says of how it was made (params, git SHA, package versions, machine, and the device
+    its networks train on), taken as the study starts: its git SHA is that of the code the replicates ran, not of
+    the code when they ended."""
+    from acgate.models.train import choose_device  # torch: imported where a study starts
+
+    return manifest(params.to_dict(), seed=-1, device=str(choose_device(params.train.device)))
+
+
 def write_record(tables_dir: Path, params: Params, names: list[str], negative: int, positive: int,
-                 minutes: float, workers: int) -> None:
-    """``audit_calibration.json`` beside the table: the rules' version, the settings, the time and the provenance."""
+                 minutes: float, workers: int, started: dict) -> None:
+    """``audit_calibration.json`` beside the table: the rules' version, the settings, the time and the provenance
+    (``started``: :func:`provenance` as the calibration started)."""
     write_json(Path(tables_dir) / RECORD, {"rules_version": RULES_VERSION,
                                            "settings": settings(params, names, negative, positive),
-                                           "minutes": round(minutes, 1), "processes": workers,
-                                           **manifest(params.to_dict(), seed=-1, device="cpu")})
+                                           "minutes": round(minutes, 1), "processes": workers, **started})
 
 
 def reusable(tables_dir: Path, params: Params, names: list[str], negative: int, positive: int) -> tuple[bool, str]:

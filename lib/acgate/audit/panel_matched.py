@@ -64,7 +64,7 @@ from acgate.data.panel import Normalisers, Panel
 from acgate.layout import audit_dir, panel_dir, shown
 from acgate.models.classical import fit_classical, intercepts, lag_profile, standardise
 from acgate.models.lags import effective_lag
-from acgate.runs import manifest, write_json
+from acgate.runs import write_json
 
 # positives: the sd of the entities' lag shifts, in lags, from a quarter lag to three (the smallest spread the audit
 # detects on a panel is read off this grid); the stratifier nulls at three of them
@@ -404,16 +404,17 @@ def params_digest(params: Params) -> str:
 
 
 def write_record(path: Path, source: Source, params: Params, names: list[str], replicates: int, neural: int,
-                 seeds: int, rates: dict, minutes: float, workers: int) -> None:
+                 seeds: int, rates: dict, minutes: float, workers: int, started: dict) -> None:
     """The study's record (``panel_matched.json``): the panel and params it matched (digests), the rules' and the
-    surrogates' versions, the settings, the surrogates' sources, the error rates and the provenance."""
+    surrogates' versions, the settings, the surrogates' sources, the error rates and the provenance (``started``:
+    :func:`acgate.audit.calibration.provenance` as the study started)."""
     write_json(Path(path), {
         "domain": params.domain, "panel_digest": panel_digest(source.panel), "params_digest": params_digest(params),
         "rules_version": RULES_VERSION, "surrogate_version": SURROGATE_VERSION,
         "scenarios": {n: SCENARIOS[n].description for n in names},
         "settings": {"replicates": replicates, "neural_replicates": neural, "seeds": seeds},
         "source": source.about, "error_rates": rates, "minutes": round(minutes, 1), "processes": workers,
-        **manifest(params.to_dict(), seed=-1, device="cpu")})
+        **started})
 
 
 def read_rates(path: Path, panel: Panel, params: Params) -> dict:
