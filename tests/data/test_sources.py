@@ -9,6 +9,7 @@ import io
 import json
 import threading
 import unicodedata
+import warnings
 import zipfile
 from pathlib import Path
 
@@ -97,6 +98,21 @@ def test_malformed_csv_names_the_file_and_the_fix(tmp_path, content, message):
     csv.write_bytes(content)
     with pytest.raises(sources.SourceError, match=rf"mine.csv:? {message}"):
         sources.load_csv(csv, "region", "year")
+
+
+def test_a_last_line_without_a_line_break_is_named_as_possibly_cut(tmp_path):
+    """All its fields are there, so only the missing line break can tell that '0.51' may be '0.5132' cut off."""
+    csv = tmp_path / "mine.csv"
+    csv.write_bytes(b"region,year,v\nA,2000,0.5132\nA,2001,0.51")
+    with pytest.warns(UserWarning, match=r"mine.csv: the file does not end with a line break, so its last line "
+                                         r"\(line 3\) may have been cut off"):
+        frame = sources.load_csv(csv, "region", "year")
+    assert frame.v.tolist() == [0.5132, 0.51]  # read as written: a warning, not a refusal
+    for ending in (b"\n", b"\r\n"):
+        csv.write_bytes(b"region,year,v\nA,2000,0.5132\nA,2001,0.51" + ending)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            sources.load_csv(csv, "region", "year")
 
 
 def test_a_column_named_twice_in_the_header_is_refused_naming_the_columns(tmp_path):

@@ -20,6 +20,7 @@ import http.client
 import os
 import unicodedata
 import urllib.request
+import warnings
 import zipfile
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
@@ -291,7 +292,23 @@ def _scan(path: Path) -> np.ndarray:
             if len(row) < len(header):
                 raise _too_few_fields(path, line, row, len(header))
             lines.append(line)
+    _check_last_line(path, lines[-1] if lines else None)
     return np.array(lines, dtype=int)
+
+
+def _check_last_line(path: Path, line: int | None) -> None:
+    """Warn where the file does not end with a line break: its last line may be a copy or download broken off in
+    the middle of a value ("...,0.51" of "...,0.5132"), which no other check can see when the fields are all there."""
+    with open(path, "rb") as f:
+        f.seek(0, os.SEEK_END)
+        if line is None or f.tell() == 0:
+            return
+        f.seek(-1, os.SEEK_END)
+        if f.read(1) in (b"\n", b"\r"):
+            return
+    warnings.warn(f"{path}: the file does not end with a line break, so its last line (line {line}) may have been "
+                  "cut off in the middle of a value, by an interrupted copy or download; check that line against "
+                  "the source, then end the file with a line break (this warning then goes)", stacklevel=3)
 
 
 def _check_ids(ids: pd.Series, lines: np.ndarray, path: Path, column: str) -> None:
