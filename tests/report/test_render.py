@@ -67,6 +67,19 @@ def test_a_wide_latex_table_is_split_into_parts_that_repeat_the_row_names(tmp_pa
     assert "mean $|\\rho|$" in latex and "mean_abs_rho" not in latex and r"$\leq$ 1/2001" in latex
 
 
+def compiled(folder: Path, names: list[str]) -> str:
+    """pdflatex's log of a letter-size document (6.5 in of text width) that inputs the tables ``names`` in
+    ``folder``, each on its own page; the run must succeed."""
+    body = "\n".join(rf"\input{{{name}.tex}}\clearpage" for name in names)
+    (folder / "doc.tex").write_text(
+        "\\documentclass{article}\\usepackage[T1]{fontenc}\\usepackage{booktabs,longtable}"
+        f"\\usepackage[letterpaper,margin=1in]{{geometry}}\\begin{{document}}\n{body}\n\\end{{document}}\n")
+    done = subprocess.run(["pdflatex", "-interaction=nonstopmode", "doc.tex"], cwd=folder, capture_output=True,
+                          text=True)
+    assert done.returncode == 0, done.stdout[-2000:]
+    return (folder / "doc.log").read_text(errors="replace")
+
+
 @pytest.mark.skipif(shutil.which("pdflatex") is None, reason="pdflatex not installed")
 def test_every_latex_table_fits_a_page(tmp_path):
     frames = {"economics_l2": l2_frame(),
@@ -78,14 +91,7 @@ def test_every_latex_table_fits_a_page(tmp_path):
                                "spearman_dgp_mean_lag", "kstar_sd")}, "median_seconds": [6.5, 7.1, 25.9]})}
     for name, frame in frames.items():
         render.write_table(frame, tmp_path, name, f"{name}.", paper_tables.latex_view(name, frame))
-    body = "\n".join(rf"\input{{{name}.tex}}" for name in frames)
-    (tmp_path / "doc.tex").write_text(
-        "\\documentclass{article}\\usepackage[T1]{fontenc}\\usepackage{booktabs,longtable}"
-        f"\\usepackage[letterpaper,margin=1in]{{geometry}}\\begin{{document}}\n{body}\n\\end{{document}}\n")
-    done = subprocess.run(["pdflatex", "-interaction=nonstopmode", "doc.tex"], cwd=tmp_path, capture_output=True,
-                          text=True)
-    assert done.returncode == 0, done.stdout[-2000:]
-    assert "Overfull \\hbox" not in (tmp_path / "doc.log").read_text()  # 6.5 in of text width
+    assert "Overfull \\hbox" not in compiled(tmp_path, list(frames))  # 6.5 in of text width
 
 
 @pytest.mark.skipif(shutil.which("pdflatex") is None, reason="pdflatex not installed")
@@ -95,15 +101,7 @@ def test_the_committed_latex_tables_compile_without_a_box_overfull_by_10pt(tmp_p
     assert names
     for name in names:
         shutil.copy(ROOT / "tables" / f"{name}.tex", tmp_path)
-    body = "\n".join(rf"\input{{{name}.tex}}\clearpage" for name in names)
-    (tmp_path / "doc.tex").write_text(
-        "\\documentclass{article}\\usepackage[T1]{fontenc}\\usepackage{booktabs,longtable}"
-        f"\\usepackage[letterpaper,margin=1in]{{geometry}}\\begin{{document}}\n{body}\n\\end{{document}}\n")
-    done = subprocess.run(["pdflatex", "-interaction=nonstopmode", "doc.tex"], cwd=tmp_path, capture_output=True,
-                          text=True)
-    assert done.returncode == 0, done.stdout[-2000:]
-    overfull = [float(points) for points in
-                re.findall(r"Overfull \\hbox \(([\d.]+)pt", (tmp_path / "doc.log").read_text(errors="replace"))]
+    overfull = [float(points) for points in re.findall(r"Overfull \\hbox \(([\d.]+)pt", compiled(tmp_path, names))]
     assert max(overfull, default=0.0) <= 10.0, f"boxes overfull by {sorted(overfull)[-5:]} pt"
 
 

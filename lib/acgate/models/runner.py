@@ -17,7 +17,7 @@ import functools
 import hashlib
 import json
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -229,13 +229,8 @@ def _retrain_stacked(panels: dict[int, Panel], params: Params, method: str, outs
     caller holds (one after another where they cannot be stacked); returns each seed's metrics.json."""
     panels = {seed: _prepared(panel, method, seed, outs[seed], log) for seed, panel in panels.items()}
     seeds = list(panels)
-    try:
+    with _memory_explained(params, method, seeds[0], panels[seeds[0]]):
         results = stacked.fit_stacked(list(panels.values()), params, method, seeds, log)
-    except (MemoryError, RuntimeError) as err:
-        explained = memory_error(err, params, method, seeds[0], panels[seeds[0]])
-        if explained is None:
-            raise
-        raise explained from err
     if results is None:
         log(f"  [{method}] seeds {seeds} cannot be trained stacked (panels of different shapes, or too large for "
             "one block): trained one after another")
@@ -268,14 +263,21 @@ def _write_run(trained: _Trained, panel: Panel, params: Params, method: str, see
 
 def _fit(panel: Panel, params: Params, method: str, seed: int, out: Path, log: Callable[[str], None],
          bar: bool) -> _Trained:
-    """``method`` fitted in closed form or trained; memory that runs out is a :class:`acgate.models.train.TrainingError`
-    naming the run, the panel's size and the fix (the allocator's own message names none of them)."""
-    try:
+    """``method`` fitted in closed form or trained (memory that runs out explained: :func:`_memory_explained`)."""
+    with _memory_explained(params, method, seed, panel):
         if method == "grouped_ardl":
             return _fit_ardl(panel, params, out)
         if method in CLASSICAL_METHODS:
             return _fit_classical(panel, params, method, out)
         return _fit_neural(panel, params, method, seed, out, log, bar)
+
+
+@contextlib.contextmanager
+def _memory_explained(params: Params, method: str, seed: int, panel: Panel) -> Iterator[None]:
+    """Memory that runs out inside as a :class:`acgate.models.train.TrainingError` naming the run, the panel's size
+    and the fix (the allocator's own message names none of them); any other error as it is."""
+    try:
+        yield
     except (MemoryError, RuntimeError) as err:
         explained = memory_error(err, params, method, seed, panel)
         if explained is None:
