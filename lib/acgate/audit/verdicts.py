@@ -78,6 +78,7 @@ FAMILIES = {"acgate": Family("no_ac_encoder", "shuffled_proxies", "proxy_shared_
                              ("no_ac_encoder", "uniform_lag")),
             "moderated_dl": Family("shared_dl", "shuffled_dl", "proxy_scaled_dl", ("shared_dl",))}
 REFERENCES = tuple(FAMILIES)  # the audit gives the verdicts of each that was run, side by side
+CLASSICAL_REFERENCE = "moderated_dl"  # the classical yardstick a gate model's verdicts are read against
 # the k* of the in-sample GLS fit of the moderated curves (acgate.audit.gls), one per panel: the audit's tables list it
 # as a method beside the runs, and the classical reference's calibrated L2 reads its alignment
 GLS_FIT = "moderated_dl_gls"
@@ -95,9 +96,9 @@ def family(reference: str) -> Family:
     -------
     Family
         AC-GATE's (``FAMILIES["acgate"]``) for a gate model (:data:`acgate.config.GATE_METHODS`), the moderated
-        distributed lag's (``FAMILIES["moderated_dl"]``) for any other name.
+        distributed lag's (``FAMILIES[CLASSICAL_REFERENCE]``) for any other name.
     """
-    return FAMILIES["acgate" if reference in GATE_METHODS else "moderated_dl"]
+    return FAMILIES["acgate" if reference in GATE_METHODS else CLASSICAL_REFERENCE]
 
 
 def heterogeneity_comparators(cfg: AuditConfig) -> list[str]:

@@ -26,7 +26,7 @@ import yaml
 
 from acgate.audit.domain_audit import CLASSICAL, NEURAL, AuditResult
 from acgate.audit.run_folders import load_panel
-from acgate.audit.verdicts import LAYERS, RULES_VERSION
+from acgate.audit.verdicts import CLASSICAL_REFERENCE, LAYERS, RULES_VERSION
 from acgate.config import GATE_METHODS, Params
 from acgate.layout import AUDIT_MARKDOWN, AUDIT_PAGE, audit_dir, method_dir, panel_dir, shown
 from acgate.report import audit_figures, render
@@ -83,13 +83,13 @@ POWER_SPREAD, POWER_SHARE = "1", 0.5  # AC-GATE is warned for when its power at 
 
 def power_warning(rates: dict, reference: str, layer: str, verdict: str) -> str | None:
     """A warning on a gate model's L1 or L2 "not certified" where, on surrogates of this panel, it detects a spread of
-    :data:`POWER_SPREAD` lag in under :data:`POWER_SHARE` of the share the moderated distributed lag detects: its
-    verdict then says little, and the classical one is the one to read. None otherwise (or where either was not
-    measured at that spread)."""
+    :data:`POWER_SPREAD` lag in under :data:`POWER_SHARE` of the share the classical reference detects
+    (:data:`acgate.audit.verdicts.CLASSICAL_REFERENCE`): its verdict then says little, and the classical one is the one
+    to read. None otherwise (or where either was not measured at that spread)."""
     if reference not in GATE_METHODS or layer not in ("L1", "L2") or verdict != "not certified":
         return None
     mine = rates.get(reference, {}).get(layer, {}).get("power", {}).get(POWER_SPREAD)
-    theirs = rates.get("moderated_dl", {}).get(layer, {}).get("power", {}).get(POWER_SPREAD)
+    theirs = rates.get(CLASSICAL_REFERENCE, {}).get(layer, {}).get("power", {}).get(POWER_SPREAD)
     if not (mine and theirs and mine["replicates"] and theirs["replicates"]):
         return None
     share, classical = mine["supported"] / mine["replicates"], theirs["supported"] / theirs["replicates"]
@@ -104,7 +104,8 @@ def power_warning(rates: dict, reference: str, layer: str, verdict: str) -> str 
 def lags_differ_rate(rates: dict) -> dict | None:
     """The panel-matched rates of the lags-differ statement (one statement for both references: the classical
     replicates, the more numerous, where they ran)."""
-    return next((rates[r]["lags differ"] for r in ("moderated_dl", *rates) if "lags differ" in rates.get(r, {})), None)
+    return next((rates[r]["lags differ"] for r in (CLASSICAL_REFERENCE, *rates) if "lags differ" in rates.get(r, {})),
+                None)
 
 
 def generic_calibration(tables_dirs: list[Path]) -> dict:

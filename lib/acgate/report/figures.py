@@ -21,6 +21,7 @@ from matplotlib.legend_handler import HandlerTuple
 
 from acgate.audit import domain_audit as audit_lib
 from acgate.audit.calibration import RULES
+from acgate.audit.verdicts import CLASSICAL_REFERENCE
 from acgate.config import Params
 from acgate.data.sources import PANEL_UNITS, read_csv_ids
 from acgate.layout import panel_dir
@@ -331,7 +332,7 @@ def calibration_figure(table: pd.DataFrame):
     order = list(dict.fromkeys(shown.sort_values("control", kind="stable").scenario))
     series = [(reference, rule) for reference, rule in (("acgate", "paper"), ("acgate", "calibrated"),
                                                         ("acgate", RULES["calibrated_sd0"]),
-                                                        ("moderated_dl", "calibrated"))
+                                                        (CLASSICAL_REFERENCE, "calibrated"))
               if ((shown.reference == reference) & (shown.rule == rule)).any()]
     colours = dict(zip(series, sns.color_palette("colorblind", len(series)), strict=True))
     with plt.rc_context({"font.size": size, "axes.titlesize": size, "axes.labelsize": size, "xtick.labelsize": size,
