@@ -497,7 +497,7 @@ def judge(result: AuditResult, cfg: AuditConfig, references: list[str] | None = 
 
 
 NEURAL = "acgate"
-CLASSICAL = ("moderated_dl", "two_stage_dl")  # the classical models AC-GATE is compared with head to head
+CLASSICAL = (verdicts.CLASSICAL_REFERENCE, "two_stage_dl")  # the classical models AC-GATE is compared with head to head
 RECOVERY_METRICS = {  # L3 column: (what it measures, higher is better)
     "spearman_lag_centre": ("ranking: Spearman(k*, lag centre)", True),
     "mae_lag_centre": ("size: k* MAE against the lag centre", False),
@@ -650,7 +650,7 @@ def lag_tests(panels: dict[int, Panel], runs: list[Run], max_lag: int, cfg: Audi
         rng = np.random.default_rng([cfg.permutation_seed, 20_000, seed])
         interaction, profile = gls.interaction_test(design, q, errors, cfg.permutations, rng)
         lags = lag_frame(panel, profile, "GLS fit (in-sample, AR(1) errors)")
-        mine = [r for r in runs if r.method == CLASSICAL[0] and (shared or r.seed == seed)]
+        mine = [r for r in runs if r.method == verdicts.CLASSICAL_REFERENCE and (shared or r.seed == seed)]
         differ = gls.shape_test(design, errors, gls.SHAPE_DRAWS, rng)
         rows.append({"seed": seed, **interaction, "kstar_agreement": _agreement(lags, mine),
                      **{f"differ_{k}": v for k, v in differ.items()}})
