@@ -313,6 +313,35 @@ def test_every_deleted_output_is_made_again_with_the_steps_after_it(grid, tmp_pa
         assert job_counts(done.stdout) == expected, path
 
 
+def keep_a_calibration(workdir: Path) -> None:
+    """A calibration of the current rules in the smoke grid's tables folder, so that its grid keeps it (runs none)."""
+    tables = workdir / GRID / "tables"
+    tables.mkdir(parents=True)
+    (tables / "audit_calibration.csv").write_text("scenario\nlag_free\n")
+    params = load_params(ROOT / "params" / "audit_calibration.yaml")
+    calibration.write_record(tables, params, ["lag_free"], 2, 1, minutes=0.1, workers=1,
+                             started=calibration.provenance(params))
+
+
+def test_a_failed_training_job_keeps_the_runs_it_finished(tmp_path):
+    """A training job of two seeds whose second seed fails (a folder where its history.csv goes): the first seed's
+    run, trained by this job, stays (Snakemake deletes a failed job's outputs, and its finished marker is one), and the
+    next run trains only the seed that failed."""
+    config = [*SMOKE, "domains=[synthetic_linear]", "seeds=2", "methods=[acgate]"]
+    keep_a_calibration(tmp_path)
+    seeds = tmp_path / GRID / "synthetic_linear"
+    (seeds / "seed01" / "acgate" / "history.csv").mkdir(parents=True)
+    failed = snakemake(tmp_path, config=config)
+    assert failed.returncode != 0 and "seed 1" in failed.stderr, failed.stderr[-3000:]
+    assert (seeds / "seed00" / "acgate" / "metrics.json").is_file(), failed.stderr[-3000:]
+    assert not (seeds / "seed01" / "acgate" / "metrics.json").exists()
+    (seeds / "seed01" / "acgate" / "history.csv").rmdir()
+    again = snakemake(tmp_path, config=config)
+    assert again.returncode == 0, again.stderr[-3000:]
+    kept, trained = (set(re.findall(rf"\[acgate seed (\d)\] {word}", again.stderr)) for word in ("kept:", "done in"))
+    assert (kept, trained) == ({"0"}, {"1"}), again.stderr[-3000:]
+
+
 def test_a_failed_retraining_is_redone_by_the_next_run(tmp_path):
     """A failed training job loses its executed notebooks, while Snakemake puts back the finished markers it had
     (update()): the same command again must redo the job, not find every file it asks for present. A grid of its own,
@@ -320,12 +349,7 @@ def test_a_failed_retraining_is_redone_by_the_next_run(tmp_path):
     the fault), whose retrain=true job fails writing its run (a folder where history.csv goes; a damaged synthetic
     panel would be drawn again)."""
     config = [*SMOKE, "domains=[synthetic_linear]", "seeds=1", "methods=[acgate]"]
-    tables = tmp_path / GRID / "tables"  # a calibration of the current rules there: kept, not run
-    tables.mkdir(parents=True)
-    (tables / "audit_calibration.csv").write_text("scenario\nlag_free\n")
-    params = load_params(ROOT / "params" / "audit_calibration.yaml")
-    calibration.write_record(tables, params, ["lag_free"], 2, 1, minutes=0.1, workers=1,
-                             started=calibration.provenance(params))
+    keep_a_calibration(tmp_path)
     done = snakemake(tmp_path, config=config)
     assert done.returncode == 0, done.stderr[-3000:]
     seed_dir = tmp_path / GRID / "synthetic_linear" / "seed00"
@@ -446,7 +470,7 @@ def snakemake_options(argv: list[str], monkeypatch) -> argparse.Namespace:
 
 
 def assert_the_workflows_options(options: argparse.Namespace):
-    assert options.rerun_incomplete and options.keep_going
+    assert options.rerun_incomplete and options.keep_going and options.keep_incomplete
     assert (options.max_jobs_per_timespan.max_jobs, options.max_jobs_per_timespan.timespan) == (500, 20)
 
 
