@@ -100,10 +100,13 @@ pd.Series({name: panel_matched.SCENARIOS[name].description for name in names}, n
 
 # %% [markdown]
 # ## The replicates
-# One line per finished replicate, with the time so far and an estimate of what is left.
+# One line per finished replicate, with the time so far and an estimate of what is left. On a GPU the AC-GATE family
+# of each scenario's replicates is trained first, as one stacked model per method (a line per scenario), and the
+# replicates keep those runs.
 
 # %%
 start, started = time.perf_counter(), calibration.provenance(params)
+panel_matched.train_stacked(names, source, params, out, n_seeds, min(neural_replicates, replicates))
 work = functools.partial(panel_matched.run_replicate, source=source, params=params, root=out, seeds=n_seeds,
                          neural=neural_replicates)
 found = calibration.run_replicates(plan, work, jobs=workers, label="panel-matched",

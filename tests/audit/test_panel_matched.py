@@ -22,6 +22,7 @@ from acgate.data.example import write_example
 from acgate.data.panel import Normalisers, Panel
 from acgate.layout import panel_dir, panel_matched_dir
 from acgate.models import runner
+from acgate.notebook import execution
 from acgate.notebook.execution import execute_notebook
 from acgate.report import inputs, paper_tables
 
@@ -320,3 +321,30 @@ def test_a_one_seed_replicate_tests_the_classical_l3_over_entities(example, sour
     verdicts = json.loads((tmp_path / "runs" / "proxy_lags_three_r000" / "audit" / "verdicts.json").read_text())
     l3 = verdicts["verdicts_by_reference"]["moderated_dl"]["calibrated"]["L3"]
     assert f"over {example[2].n_entities} entities (seedless fits on one panel)" in l3["evidence"], l3
+
+
+def test_a_scenarios_replicates_train_their_ac_gate_family_stacked_and_keep_it(example, source, tmp_path):
+    """Where stacking is on (on a GPU by default; here asked for on the CPU), the AC-GATE family of two replicates x
+    two seeds trains as one model per method before the replicates run; each replicate keeps those runs, and each run
+    is the one a replicate trains alone (dropout off, so both draw the same numbers), up to float rounding."""
+    params = example[0]
+    params = dataclasses.replace(params, model=dataclasses.replace(params.model, dropout=0.0),
+                                 train=dataclasses.replace(params.train, stacked="on"))
+    lines = []
+    assert panel_matched.train_stacked(["one_curve"], source, params, tmp_path / "stacked", seeds=2, neural=2,
+                                       log=lines.append)
+    assert len(lines) == 2 and "of 2 replicates x 2 seeds of each scenario" in lines[0], lines
+    assert all(execution.PROGRESS.match(line) for line in lines), lines  # echoed to the terminal
+    alone = dataclasses.replace(params, train=dataclasses.replace(params.train, stacked="off"))
+    for folder, settings in (("stacked", params), ("alone", alone)):
+        panel_matched.run_replicate("one_curve", 1, source, settings, tmp_path / folder, seeds=2, neural=2)
+    family = [m for m in panel_matched.methods(params, True) if m not in panel_matched.methods(params, False)]
+    assert "acgate" in family
+    for method in family:
+        for seed in range(2):
+            found = {folder: tmp_path / folder / "runs" / "one_curve_r001" / f"seed{seed:02d}" / method
+                     for folder in ("stacked", "alone")}
+            metrics = {folder: json.loads((path / "metrics.json").read_text()) for folder, path in found.items()}
+            assert (metrics["stacked"]["stacked_seeds"], metrics["alone"]["stacked_seeds"]) == (4, 1), method
+            kstar = {folder: pd.read_csv(path / "lags.csv").kstar.to_numpy() for folder, path in found.items()}
+            np.testing.assert_allclose(kstar["stacked"], kstar["alone"], atol=5e-3, err_msg=method)

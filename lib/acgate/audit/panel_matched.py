@@ -38,7 +38,9 @@ the stratifier the proxies carry least, and are left out (with the reason) when 
 Each replicate is a full audit (``acgate.audit.domain_audit.audit_domain``) of a surrogate's runs: the classical
 family (the moderated distributed lag and its shared-lag, shuffled-proxy and proxy-scaled twins) in every replicate, and
 the AC-GATE family (AC-GATE, No-AC-Encoder, the shuffled-proxy gate and the Proxy Shared-Gate) in the first ``neural``
-replicates of each scenario, all on the domain's own params (model, training, audit) with ``seeds`` seeds.
+replicates of each scenario, all on the domain's own params (model, training, audit) with ``seeds`` seeds. On a GPU
+the AC-GATE family's runs of a scenario's replicates are first trained together, as one stacked model per method
+(:func:`train_stacked`), and the replicates keep them.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ import dataclasses
 import hashlib
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,7 +64,7 @@ from acgate.audit.calibration import lagged_part, replicate_records
 from acgate.audit.verdicts import FAMILIES, RULES_VERSION
 from acgate.config import Params
 from acgate.data.panel import Normalisers, Panel
-from acgate.layout import audit_dir, panel_dir, shown
+from acgate.layout import audit_dir, method_dir, panel_dir, shown
 from acgate.models.classical import fit_classical, intercepts, lag_profile, standardise
 from acgate.models.lags import effective_lag
 from acgate.runs import write_json
@@ -279,21 +282,30 @@ def methods(params: Params, neural: bool) -> list[str]:
     return [m for m in dict.fromkeys(wanted) if m in params.methods]
 
 
-def run_replicate(name: str, replicate: int, source: Source, params: Params, root: Path, seeds: int,
-                  neural: int) -> list[dict]:
-    """Draw surrogate ``replicate`` of scenario ``name``, train its methods for ``seeds`` seeds (the AC-GATE family
-    too when ``replicate < neural``), audit it under ``root`` and return its records
-    (:func:`acgate.audit.calibration.replicate_records`)."""
-    from acgate.models.runner import run_seeds  # torch: imported where replicates train
-
-    start = time.perf_counter()
-    scenario = SCENARIOS[name]
+def _surrogate(name: str, replicate: int, source: Source, params: Params, root: Path, seeds: int,
+               neural: int) -> tuple[Panel, Params, Path, Path]:
+    """Surrogate ``replicate`` of scenario ``name``, saved under ``root``; its params (the domain
+    ``<scenario>_r<NNN>``, its seeds and methods: the AC-GATE family too when ``replicate < neural``), runs folder and
+    data folder."""
     panel = draw(source, name, seed=list(SCENARIOS).index(name) * 100_003 + replicate)
     chosen = methods(params, replicate < neural)
     params = dataclasses.replace(params, domain=f"{name}_r{replicate:03d}", n_seeds=seeds, methods=tuple(chosen))
     runs_root, data_root = Path(root) / "runs", Path(root) / "data"
     panel.save(panel_dir(data_root, params.domain))
-    for method in chosen:  # a real panel: one panel for every seed
+    return panel, params, runs_root, data_root
+
+
+def run_replicate(name: str, replicate: int, source: Source, params: Params, root: Path, seeds: int,
+                  neural: int) -> list[dict]:
+    """Draw surrogate ``replicate`` of scenario ``name``, train its methods for ``seeds`` seeds (the AC-GATE family
+    too when ``replicate < neural``; runs :func:`train_stacked` trained are kept), audit it under ``root`` and return
+    its records (:func:`acgate.audit.calibration.replicate_records`)."""
+    from acgate.models.runner import run_seeds  # torch: imported where replicates train
+
+    start = time.perf_counter()
+    scenario = SCENARIOS[name]
+    panel, params, runs_root, data_root = _surrogate(name, replicate, source, params, root, seeds, neural)
+    for method in params.methods:  # a real panel: one panel for every seed
         run_seeds(dict.fromkeys(range(seeds), panel), params, method, runs_root, log=lambda _: None)
     result = audit.audit_domain(params, runs_root, data_root)
     result.write(audit_dir(runs_root, params.domain))
@@ -301,6 +313,34 @@ def run_replicate(name: str, replicate: int, source: Source, params: Params, roo
                                                     "lags_differ_truth": scenario.lags_differ, "replicate": replicate,
                                                     "spread": scenario.spread, "moderator": scenario.moderator},
                              round(time.perf_counter() - start, 2))
+
+
+def train_stacked(names: list[str], source: Source, params: Params, root: Path, seeds: int, neural: int,
+                  log: Callable[[str], None] = print) -> bool:
+    """Where ``train.stacked`` stacks them (auto: on a GPU), the AC-GATE family of the ``neural`` first replicates of
+    every scenario, trained before the replicates run: per scenario and method, all its replicates' seeds as one
+    stacked model (:func:`acgate.models.runner.run_many`), each run as its lone run up to float rounding. The
+    replicates (:func:`run_replicate`) then keep these runs and fit the classical family. Returns whether it
+    trained any; on the CPU (where stacking is slower) it trains none, and the replicates train their own."""
+    from acgate.models import stacked  # torch: imported where replicates train
+    from acgate.models.runner import Run, run_many
+
+    if neural < 1 or not stacked.wanted(params, neural * seeds):
+        return False
+    family = [m for m in methods(params, True) if m not in methods(params, False)]
+    label, start = f"[panel-matched stacked {{}}/{len(names)}]", time.perf_counter()
+    log(f"{label.format(0)} the AC-GATE family ({', '.join(family)}) of {neural} replicates x {seeds} seeds of "
+        f"each scenario, trained as one stacked model per scenario and method before the replicates run")
+    for done, name in enumerate(names, start=1):
+        surrogates = {r: _surrogate(name, r, source, params, root, seeds, neural) for r in range(neural)}
+        for method in family:
+            run_many({(r, seed): Run(panel, own, seed, method_dir(runs_root, own.domain, seed, method))
+                      for r, (panel, own, runs_root, _) in surrogates.items() for seed in range(seeds)},
+                     method, log=lambda _: None)
+        minutes = (time.perf_counter() - start) / 60
+        log(f"{label.format(done)} {name}: trained ({minutes:.1f} min so far, about "
+            f"{minutes / done * (len(names) - done):.1f} min left)")
+    return True
 
 
 def plan(names: list[str], replicates: int, neural: int = 0) -> list[tuple[str, int]]:

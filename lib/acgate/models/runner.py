@@ -17,10 +17,10 @@ import functools
 import hashlib
 import json
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, NamedTuple, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -129,34 +129,53 @@ def run_method(panel: Panel, params: Params, method: str, seed: int, runs_root: 
 def run_seeds(panels: dict[int, Panel], params: Params, method: str, runs_root: Path,
               log: Callable[[str], None] = print, retrain: bool = False, bar: bool = False) -> dict[int, dict]:
     """:func:`run_method` for several seeds of one method (``panels``: each seed's panel); returns each seed's
-    metrics.json. The neural seeds left to train are trained as one stacked model where ``train.stacked`` says so
-    (:mod:`acgate.models.stacked`), else one after another; a closed-form fit that reads no seed is fitted once and
-    copied to the other seeds."""
-    outs = {seed: method_dir(runs_root, params.domain, seed, method) for seed in panels}
+    metrics.json (:func:`run_many`)."""
+    return run_many({seed: Run(panel, params, seed, method_dir(runs_root, params.domain, seed, method))
+                     for seed, panel in panels.items()}, method, log, retrain, bar)
+
+
+K = TypeVar("K", bound=Hashable)  # what a caller of run_many names its runs by: a seed, (replicate, seed), ...
+
+
+class Run(NamedTuple):
+    """One run of a method: its panel, its params (whose domain names its folder), its seed and its run folder."""
+    panel: Panel
+    params: Params
+    seed: int
+    out: Path
+
+
+def run_many(runs: dict[K, Run], method: str, log: Callable[[str], None] = print, retrain: bool = False,
+             bar: bool = False) -> dict[K, dict]:
+    """Runs of one method, of one domain's seeds or of several domains (a study's replicates, whose params differ
+    in the domain only); returns each run's metrics.json under its key. A finished run is kept as in
+    :func:`run_method`; the neural runs left to train are trained as one stacked model where ``train.stacked`` says
+    so (:mod:`acgate.models.stacked`), else one after another; a closed-form fit that reads no seed is fitted once
+    and copied to the domain's other seeds."""
     done, pending = {}, {}
+    threads = next(iter(runs.values())).params.train.threads
     # one writer per run folder (a second one stops, naming the first); numpy's BLAS on the run's threads, as PyTorch
-    with contextlib.ExitStack() as held, threadpool_limits(params.train.threads, user_api="blas"):
-        for out in outs.values():
-            held.enter_context(writing(out))
-        for seed, panel in panels.items():
-            out = outs[seed]
+    with contextlib.ExitStack() as held, threadpool_limits(threads, user_api="blas"):
+        for run in runs.values():
+            held.enter_context(writing(run.out))
+        for key, (panel, params, seed, out) in runs.items():
             kept = None if retrain else current_metrics(out, params.digest(), panel.digest())
             if kept is not None:
                 log(f"  [{method} seed {seed}] kept: finished run with the same parameters in {shown(out)} (retrain "
                     "redoes it)")
-                done[seed] = kept
+                done[key] = kept
                 continue
             fitted = (None if retrain or method not in SEEDLESS_METHODS
                       else _fitted_for_another_seed(panel, params, method, out))
             if fitted is not None:
-                done[seed] = _copy_run(fitted, out, seed, log)
-            elif method in GATE_METHODS + NEURAL_BASELINES and stacked.wanted(params, len(panels)):
-                pending[seed] = panel
+                done[key] = _copy_run(fitted, out, seed, log)
+            elif method in GATE_METHODS + NEURAL_BASELINES and stacked.wanted(params, len(runs)):
+                pending[key] = runs[key]
             else:
-                done[seed] = _retrain(panel, params, method, seed, out, log, bar)
+                done[key] = _retrain(panel, params, method, seed, out, log, bar)
         if pending:
-            done |= _retrain_stacked(pending, params, method, outs, log, bar)
-    return {seed: done[seed] for seed in panels}
+            done |= _retrain_stacked(pending, method, log, bar)
+    return {key: done[key] for key in runs}
 
 
 def _fitted_for_another_seed(panel: Panel, params: Params, method: str, out: Path) -> Path | None:
@@ -223,22 +242,26 @@ def _retrain(panel: Panel, params: Params, method: str, seed: int, out: Path, lo
     return _write_run(_fit(panel, params, method, seed, out, log, bar), panel, params, method, seed, out, log)
 
 
-def _retrain_stacked(panels: dict[int, Panel], params: Params, method: str, outs: dict[int, Path],
-                     log: Callable[[str], None], bar: bool) -> dict[int, dict]:
-    """The seeds of neural ``method`` trained afresh as one stacked model into their run folders, whose locks the
-    caller holds (one after another where they cannot be stacked); returns each seed's metrics.json."""
-    panels = {seed: _prepared(panel, method, seed, outs[seed], log) for seed, panel in panels.items()}
-    seeds = list(panels)
-    with _memory_explained(params, method, seeds[0], panels[seeds[0]]):
-        results = stacked.fit_stacked(list(panels.values()), params, method, seeds, log)
+def _retrain_stacked(runs: dict[K, Run], method: str, log: Callable[[str], None],
+                     bar: bool) -> dict[K, dict]:
+    """The runs of neural ``method`` trained afresh as one stacked model into their run folders, whose locks the
+    caller holds (one after another where they cannot be stacked); returns each run's metrics.json."""
+    panels = {key: _prepared(run.panel, method, run.seed, run.out, log) for key, run in runs.items()}
+    keys, first = list(runs), next(iter(runs.values()))
+    with _memory_explained(first.params, method, first.seed, panels[keys[0]]):
+        results = stacked.fit_stacked([panels[key] for key in keys], first.params, method,
+                                      [runs[key].seed for key in keys], log)
     if results is None:
-        log(f"  [{method}] seeds {seeds} cannot be trained stacked (panels of different shapes, or too large for "
+        log(f"  [{method}] {len(keys)} runs cannot be trained stacked (panels of different shapes, or too large for "
             "one block): trained one after another")
-        return {seed: _write_run(_fit(panel, params, method, seed, outs[seed], log, bar), panel, params, method,
-                                 seed, outs[seed], log) for seed, panel in panels.items()}
-    return {seed: _write_run(_neural_trained(result, panels[seed], method, outs[seed], stacked_seeds=len(seeds)),
-                             panels[seed], params, method, seed, outs[seed], log)
-            for seed, result in zip(seeds, results, strict=True)}
+        results = [None] * len(keys)
+    written = {}
+    for key, result in zip(keys, results, strict=True):
+        panel, (_, params, seed, out) = panels[key], runs[key]
+        trained = (_fit(panel, params, method, seed, out, log, bar) if result is None
+                   else _neural_trained(result, panel, method, out, stacked_seeds=len(keys)))
+        written[key] = _write_run(trained, panel, params, method, seed, out, log)
+    return written
 
 
 def _write_run(trained: _Trained, panel: Panel, params: Params, method: str, seed: int, out: Path,

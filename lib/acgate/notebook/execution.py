@@ -27,9 +27,10 @@ from acgate.layout import shown
 # each notebook process does its numerical work on one thread, so N parallel jobs use N cores
 SINGLE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 
-# progress lines: training's "[acgate seed 3] epoch 25/200 ...", the calibrations' "[calibration 4/19] ..." and
-# "[panel-matched 4/19] ..."; and what a user must not miss: "WARNING: ..." and "PROBLEM: ..."
-PROGRESS = re.compile(r"^\s*(\[(\w+ seed \d+|(calibration|panel-matched) \d+/\d+)\]|WARNING:|PROBLEM:)")
+# progress lines: training's "[acgate seed 3] epoch 25/200 ...", the calibrations' "[calibration 4/19] ...",
+# "[panel-matched 4/19] ..." and "[panel-matched stacked 2/12] ..."; and what a user must not miss: "WARNING: ..." and
+# "PROBLEM: ..."
+PROGRESS = re.compile(r"^\s*(\[(\w+ seed \d+|(calibration|panel-matched( stacked)?) \d+/\d+)\]|WARNING:|PROBLEM:)")
 BAR = re.compile(r"^\s*\w+ seed \d+:\s+\d+%\|")  # its progress bar: "acgate seed 3:  45%|####5  | 90/200 [...]"
 BAR_EVERY = 5.0  # seconds between two echoes of a progress bar
 
