@@ -12,10 +12,11 @@
 #                         tables and figures of all of them (about 8 minutes more than make paper on 2 cores)
 #   make calibrate        only the audit calibration, measured again (06_audit_calibration: tables/audit_calibration.*,
 #                         its figure; about 67 minutes on 2 cores; make paper keeps one of the current rules)
-#   make panel-matched    the panel-matched error rates of economics and energy (07_panel_matched: surrogates of each
-#                         panel, audited, the AC-GATE family in 5 of each scenario; tables/<domain>_panel_matched.*),
-#                         with the grid they need (about 35 minutes on 2 cores); an own panel's
-#                         grid runs its study by itself
+#   make panel-matched    the panel-matched error rates of economics and energy (07_panel_matched: 40 surrogates of
+#                         each scenario of each panel, audited, the AC-GATE family in 20 of them, as the committed
+#                         tables/<domain>_panel_matched.*), with the grid they need (about 3.5 hours on 2 cores, most of
+#                         it AC-GATE's training; CONFIG=panel_matched_neural_replicates=5 for a shorter study whose
+#                         AC-GATE rates bound less); an own panel's grid runs its study by itself
 #   make dry-run          list the jobs `make paper` would run (a count per rule) and why (per rule), running none
 #   make unlock           release the workflow's lock after a hard kill or power loss, then rerun `make paper`
 #   make bench            speed and memory benchmark (one thread per run; CUDA too when present): prints its figures
@@ -57,8 +58,8 @@ LAB ?=
 EXAMPLE ?=
 # JupyterLab settings of this environment only: a double click opens a .py notebook as a notebook
 LAB_OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.d/acgate.json
-# Snakemake's options for this workflow (--rerun-incomplete, --keep-going, --max-jobs-per-timespan, --quiet reason)
-# live in its default profile, workflow/profiles/default/config.yaml, which Snakemake reads by itself;
+# Snakemake's options for this workflow (--rerun-incomplete, --keep-incomplete, --keep-going, --max-jobs-per-timespan,
+# --quiet reason) live in its default profile, workflow/profiles/default/config.yaml, which Snakemake reads by itself;
 # SNAKEMAKE_PROFILE adds a profile (Snakemake reads it first, the default profile over it)
 SNAKEMAKE = $(VENV)/bin/snakemake --snakefile workflow/Snakefile --cores $(checked_jobs) \
 	$(if $(SNAKEMAKE_PROFILE),--profile $(SNAKEMAKE_PROFILE))
@@ -101,7 +102,8 @@ calibrate: setup
 	$(SNAKEMAKE) calibrate --forcerun calibrate $(if $(CONFIG),--config $(CONFIG))
 
 panel-matched: setup
-	$(SNAKEMAKE) --config 'panel_matched_domains=[economics, energy]' panel_matched_neural_replicates=5 $(CONFIG)
+	$(SNAKEMAKE) --config 'panel_matched_domains=[economics, energy]' panel_matched_replicates=40 \
+		panel_matched_neural_replicates=20 $(CONFIG)
 
 dry-run: setup
 	$(SNAKEMAKE) --dry-run --quiet rules $(if $(CONFIG),--config $(CONFIG))

@@ -1,5 +1,5 @@
-"""The figures the README states are the committed tables' (a figure copied by hand goes stale when a grid is run
-again): each sentence is rebuilt from the table it quotes and must appear in the README as it is."""
+"""The figures the README and the docs state are the committed tables' (a figure copied by hand goes stale when a grid
+or a study is run again): each sentence or table is rebuilt from the table it quotes and must appear as it is."""
 
 import json
 from pathlib import Path
@@ -27,7 +27,7 @@ def readme_sentences() -> list[str]:
     neural = [[rate for layer in ("L1", "L2") for rate in studies[domain]["acgate"][layer]["power"].values()]
               for domain in studies]
     detected = {rate["supported"] for rates in neural for rate in rates} - {0}
-    replicates = " and ".join(str(max(rate["replicates"] for rate in rates)) for rates in neural)
+    replicates = " and ".join(dict.fromkeys(str(max(rate["replicates"] for rate in rates)) for rates in neural))
     times = json.loads((ROOT / "tables" / "suite_times.json").read_text())
     wall = times["cpu on 2 cores (AMD EPYC)"]["wall_minutes"]
     return [f"(Spearman {linear.classical:.3f} against {linear.neural:.3f} linear, {nonlinear.classical:.3f} "
@@ -43,4 +43,68 @@ def readme_sentences() -> list[str]:
 def test_the_readmes_figures_are_the_committed_tables():
     readme = " ".join((ROOT / "README.md").read_text().split())  # however the lines wrap
     missing = [sentence for sentence in readme_sentences() if sentence not in readme]
+    assert not missing, missing
+
+
+# the calibration table of docs/audit.md: (reference, rule, layer) per column
+CALIBRATED = ("calibrated", "calibrated, practical_sd 0")
+ALL_RULES = ("paper", *CALIBRATED)
+CALIBRATION_COLUMNS = [
+    *(("acgate", rule, "L1") for rule in ALL_RULES), *(("acgate", rule, "L2") for rule in ALL_RULES),
+    ("acgate", "calibrated", "L2 test alone"), ("acgate", "calibrated", "L3"), ("acgate", "paper", "L3"),
+    *(("moderated_dl", rule, "L1") for rule in CALIBRATED), *(("moderated_dl", rule, "L2") for rule in CALIBRATED),
+    ("moderated_dl", "calibrated", "L2 test alone"), ("moderated_dl", "calibrated", "L3"),
+    ("acgate", "calibrated", "lags differ")]
+
+
+def calibration_rows() -> list[str]:
+    """The rows of docs/audit.md's calibration table, rebuilt from tables/audit_calibration.csv: a row per scenario
+    (negative controls first), supported / replicates per column, in bold where the answer is wrong (any "supported"
+    where the truth is not, under 90 % where it is)."""
+    table = pd.read_csv(ROOT / "tables" / "audit_calibration.csv")
+    cells = table.set_index(["scenario", "reference", "rule", "layer"])
+    control = table.groupby("scenario").control.first()
+    rows = []
+    for scenario in sorted(control.index, key=lambda name: (control[name] != "negative", name)):
+        shown = []
+        for reference, rule, layer in CALIBRATION_COLUMNS:
+            cell = cells.loc[(scenario, reference, rule, layer)]
+            wrong = (cell.supported > 0 if cell.truth == "not supported"
+                     else cell.supported < 0.9 * cell.replicates)
+            text = f"{cell.supported}/{cell.replicates}"
+            shown.append(f"**{text}**" if wrong else text)
+        rows.append(f"| {scenario} | {control[scenario]} | " + " | ".join(shown) + " |")
+    return rows
+
+
+def test_the_calibration_table_in_the_docs_is_the_committed_one():
+    docs = (ROOT / "docs" / "audit.md").read_text().splitlines()
+    missing = [row for row in calibration_rows() if row not in docs]
+    assert not missing, missing
+
+
+SPREADS = ["0.25", "0.5", "1", "1.5", "2", "3"]  # the columns of docs/results.md's panel-matched table
+
+
+def panel_matched_rows() -> list[str]:
+    """The rows of docs/results.md's panel-matched table, rebuilt from both studies' records: per panel, reference
+    and layer, the nulls supported, each spread's power and the smallest spread detected in 80 %."""
+    rows = []
+    for domain in ("economics", "energy"):
+        rates = json.loads((ROOT / "tables" / f"{domain}_panel_matched.json").read_text())["error_rates"]
+        for reference, shown in (("moderated_dl", "moderated DL"), ("acgate", "AC-GATE")):
+            for layer, rate in rates[reference].items():
+                nulls = rate["false_support"]
+                power = [rate["power"].get(spread) for spread in SPREADS]
+                cells = ["-" if cell is None else f"{cell['supported']}/{cell['replicates']}" for cell in power]
+                smallest = rate["smallest_detectable"]
+                seen = "none" if smallest is None else f"{smallest:g} lag" + ("s" if smallest > 1 else "")
+                rows.append(f"| {domain}, {shown}, {layer} | {nulls['supported']}/{nulls['replicates']} | "
+                            + " | ".join(cells) + f" | {seen} |")
+    return rows
+
+
+def test_the_panel_matched_table_in_the_docs_is_the_committed_studies():
+    docs = (ROOT / "docs" / "results.md").read_text().splitlines()
+    missing = [row for row in panel_matched_rows() if row not in docs]
     assert not missing, missing
