@@ -42,12 +42,13 @@ runs_dir: str = ""  # runs from <runs_dir>/<domain>/, the audit to its audit/; e
 data_dir: str = ""  # panels from <data_dir>/processed/<domain>/; empty: data, or <runs_dir>/data if not runs
 seeds: int = 0  # audit seeds 0..seeds-1; 0 means the params file's n_seeds
 methods: list = []  # methods to audit; empty means the params file's list
+overwrite: bool = False  # replace an audit asked for otherwise (other params, seeds or methods; the workflow: true)
 # %%
 import matplotlib.pyplot as plt
 import pandas as pd
 from IPython.display import display
 
-from acgate.audit.domain_audit import audit_domain, over_seeds
+from acgate.audit.domain_audit import audit_domain, other_request, over_seeds, request
 from acgate.audit.panel_matched import RECORD, current_rates
 from acgate.audit.run_folders import load_panel
 from acgate.layout import audit_dir, grid_folders, panel_matched_dir, shown
@@ -66,13 +67,17 @@ params, root = resolve(domain, params_file, profile_file)
 folders = grid_folders([profile_file], runs_dir, data_dir)  # a profile's own, when one is set
 runs_root, data_root = root / folders["runs_dir"], root / folders["data_dir"]
 tables = list(dict.fromkeys((root / folders["tables_dir"], root / "tables")))  # this grid's tables, the repository's
+out_dir = audit_dir(runs_root, params.domain)
+if not overwrite and (other := other_request(out_dir, request(params, seeds, methods))):
+    raise FileExistsError(f"{shown(out_dir)} holds another audit ({other}), a grid's perhaps: this run would "
+                          "replace it. Add overwrite=true to replace it (a run with that audit's settings brings it "
+                          "back), or audit the runs of another runs_dir")
 result = audit_domain(params, runs_root, data_root, seeds, methods)
 if params.data is not None:  # a data domain: the error rates of a panel-matched study (07) that is current for it:
     #   this grid's own, else the copy beside this grid's tables or the repository's (committed: economics, energy)
     result.error_rates = current_rates([panel_matched_dir(runs_root, params.domain) / RECORD,
                                         *(folder / f"{params.domain}_panel_matched.json" for folder in tables)],
                                        load_panel(data_root, params.domain, 0), params)
-out_dir = audit_dir(runs_root, params.domain)
 result.write(out_dir)
 print(f"audited {params.domain}: {result.l0.seed.nunique()} seeds x {result.l0.method.nunique()} methods "
       f"-> {shown(out_dir)}")

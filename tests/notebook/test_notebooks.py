@@ -133,6 +133,27 @@ def test_audit_notebook_writes_the_audit_and_reproduces(suite_runs, suite_audit,
         assert matrix[f"vs {method}"].iloc[1] == ""
 
 
+def test_a_hand_run_replaces_an_audit_asked_for_otherwise_only_when_told(suite_runs, suite_audit, workspace,
+                                                                         tmp_path):
+    """The audit folder holds an audit of one seed and every method (suite_audit, as a grid would leave it): an audit
+    of one method stops before it replaces it, naming what differs and overwrite=true; the same audit again (nbval
+    does this above) and an audit with overwrite=true run."""
+    common = {"domain": "synthetic_linear", "profile_file": SMOKE, "runs_dir": str(suite_runs),
+              "data_dir": str(workspace / "data"), "seeds": 1}
+    verdicts = suite_audit.parent / "verdicts.json"
+    before = verdicts.read_bytes()
+    with pytest.raises(RuntimeError, match=r"holds another audit \(methods \[.*\] there, \['acgate'\] here\).*"
+                                           r"overwrite=true"):
+        execute_notebook(ROOT / "notebooks" / "04_audit.py", tmp_path / "one.ipynb", {**common, "methods": ["acgate"]})
+    assert verdicts.read_bytes() == before
+    execute_notebook(ROOT / "notebooks" / "04_audit.py", tmp_path / "same.ipynb", common)
+    assert json.loads(verdicts.read_text())["request"] == json.loads(before)["request"]
+    execute_notebook(ROOT / "notebooks" / "04_audit.py", tmp_path / "told.ipynb",
+                     {**common, "methods": ["acgate"], "overwrite": True})
+    assert json.loads(verdicts.read_text())["request"]["methods"] == ["acgate"]
+    execute_notebook(ROOT / "notebooks" / "04_audit.py", tmp_path / "back.ipynb", {**common, "overwrite": True})
+
+
 def test_summary_table_reads_the_audited_runs(suite_runs, suite_audit):
     audits = inputs.audits(suite_runs, ["synthetic_linear"])
     summary = paper_tables.synthetic_summary(suite_runs, audits).set_index("method")

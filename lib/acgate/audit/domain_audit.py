@@ -212,6 +212,7 @@ class AuditResult:
     kind: str = "synthetic"  # Params.kind: "synthetic", "data" or "proxy_shuffle" (from the params, not the name)
     shared_entities: bool = False
     problems: list[str] = field(default_factory=list)
+    request: dict = field(default_factory=dict)  # what was asked for: the params, seeds and methods (see request)
 
     def write(self, directory: Path) -> None:
         """The audit outputs (tables as CSV, verdicts.json), each written atomically."""
@@ -227,7 +228,7 @@ class AuditResult:
                     "error_rates": self.error_rates,
                     "shared_entities": self.shared_entities,
                     "problems": self.problems, "excluded_runs": self.excluded.to_dict("records"),
-                    "audit": dataclasses.asdict(self.config)})
+                    "audit": dataclasses.asdict(self.config), "request": self.request})
 
     def warning_places(self) -> dict[str, dict[tuple[str, str], list[str]]]:
         """Every warning the verdicts carry (both rule sets, every reference), once, in order of appearance: its text
@@ -245,6 +246,28 @@ class AuditResult:
         moderated_dl L1 (paper rule): ...")."""
         return ["; ".join(f"{reference} {', '.join(layers)} ({rule} rule)" for (reference, rule), layers in
                           where.items()) + f": {text}" for text, where in self.warning_places().items()]
+
+
+def request(params: Params, seeds: int = 0, methods: list[str] | tuple[str, ...] = ()) -> dict:
+    """What an audit of :func:`audit_domain` is of: the params (their digest), the seeds and the methods asked for."""
+    return {"params_digest": params.digest(), "seeds": seeds or params.n_seeds,
+            "methods": sorted(methods or params.methods)}
+
+
+def other_request(directory: Path, asked: dict) -> str | None:
+    """How the audit in ``directory`` was asked for otherwise than ``asked`` (:func:`request`), in words, or None where
+    it was asked for alike, or no audit (or one that does not say) is there: an audit that another one would replace
+    without a word."""
+    path = Path(directory) / "verdicts.json"
+    try:
+        made = json.loads(path.read_text()).get("request") if path.is_file() else None
+    except (json.JSONDecodeError, UnicodeDecodeError, OSError, AttributeError):
+        return None
+    if not isinstance(made, dict) or made == asked:
+        return None
+    words = {"params_digest": "params digest {} there, {} here", "seeds": "seeds {} there, {} here",
+             "methods": "methods {} there, {} here"}
+    return "; ".join(words[key].format(made.get(key), asked[key]) for key in asked if made.get(key) != asked[key])
 
 
 AUDIT_TABLES = ("l0", "l1", "l2", "l2_summary", "l3", "wilcoxon", "heldout", "seed_agreement", "kstar_by_entity",
@@ -270,7 +293,8 @@ def read_audit(directory: Path) -> AuditResult:
                        neural_vs_classical_verdict=meta.get("neural_vs_classical", {}),
                        lags_differ=meta.get("lags_differ", {}), error_rates=meta.get("error_rates", {}),
                        excluded=pd.DataFrame(meta["excluded_runs"], columns=EXCLUDED_COLUMNS), kind=meta["kind"],
-                       shared_entities=meta["shared_entities"], problems=meta["problems"])
+                       shared_entities=meta["shared_entities"], problems=meta["problems"],
+                       request=meta.get("request", {}))
 
 
 def _l2_rows(runs: list[Run], l1: pd.DataFrame, info: dict[int, EntityInfo], cfg: AuditConfig) -> pd.DataFrame:
@@ -455,7 +479,8 @@ def audit_domain(params: Params, runs_root: Path, data_root: Path, seeds: int = 
         params.domain, cfg, l0, l1, l2, l2_summary, l3, wilcoxon, heldout, agreement, kstar_by_entity, comparison,
         tests, verdicts={}, verdicts_paper={},
         neural_vs_classical_verdict=comparison_verdict(comparison, cfg), excluded=excluded, kind=params.kind,
-        shared_entities=shared, problems=_problems(runs, excluded, panels) + too_good_to_be_true(l0, params.kind))
+        shared_entities=shared, problems=_problems(runs, excluded, panels) + too_good_to_be_true(l0, params.kind),
+        request=request(params, seeds, methods))
     result.verdicts_by_reference = judge(result, cfg, references)
     result.verdicts = result.verdicts_by_reference[cfg.reference]["calibrated"]
     result.verdicts_paper = result.verdicts_by_reference[cfg.reference]["paper"]
