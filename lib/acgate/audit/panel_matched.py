@@ -323,7 +323,7 @@ def train_stacked(names: list[str], source: Source, params: Params, root: Path, 
     replicates (:func:`run_replicate`) then keep these runs and fit the classical family. Returns whether it
     trained any; on the CPU (where stacking is slower) it trains none, and the replicates train their own."""
     from acgate.models import stacked  # torch: imported where replicates train
-    from acgate.models.runner import Run, run_many
+    from acgate.models.runner import RunSpec, run_many
 
     if neural < 1 or not stacked.wanted(params, neural * seeds):
         return False
@@ -334,7 +334,7 @@ def train_stacked(names: list[str], source: Source, params: Params, root: Path, 
     for done, name in enumerate(names, start=1):
         surrogates = {r: _surrogate(name, r, source, params, root, seeds, neural) for r in range(neural)}
         for method in family:
-            run_many({(r, seed): Run(panel, own, seed, method_dir(runs_root, own.domain, seed, method))
+            run_many({(r, seed): RunSpec(panel, own, seed, method_dir(runs_root, own.domain, seed, method))
                       for r, (panel, own, runs_root, _) in surrogates.items() for seed in range(seeds)},
                      method, log=lambda _: None)
         minutes = (time.perf_counter() - start) / 60

@@ -130,14 +130,14 @@ def run_seeds(panels: dict[int, Panel], params: Params, method: str, runs_root: 
               log: Callable[[str], None] = print, retrain: bool = False, bar: bool = False) -> dict[int, dict]:
     """:func:`run_method` for several seeds of one method (``panels``: each seed's panel); returns each seed's
     metrics.json (:func:`run_many`)."""
-    return run_many({seed: Run(panel, params, seed, method_dir(runs_root, params.domain, seed, method))
+    return run_many({seed: RunSpec(panel, params, seed, method_dir(runs_root, params.domain, seed, method))
                      for seed, panel in panels.items()}, method, log, retrain, bar)
 
 
 K = TypeVar("K", bound=Hashable)  # what a caller of run_many names its runs by: a seed, (replicate, seed), ...
 
 
-class Run(NamedTuple):
+class RunSpec(NamedTuple):
     """One run of a method: its panel, its params (whose domain names its folder), its seed and its run folder."""
     panel: Panel
     params: Params
@@ -145,7 +145,7 @@ class Run(NamedTuple):
     out: Path
 
 
-def run_many(runs: dict[K, Run], method: str, log: Callable[[str], None] = print, retrain: bool = False,
+def run_many(runs: dict[K, RunSpec], method: str, log: Callable[[str], None] = print, retrain: bool = False,
              bar: bool = False) -> dict[K, dict]:
     """Runs of one method, of one domain's seeds or of several domains (a study's replicates, whose params differ
     in the domain only); returns each run's metrics.json under its key. A finished run is kept as in
@@ -242,7 +242,7 @@ def _retrain(panel: Panel, params: Params, method: str, seed: int, out: Path, lo
     return _write_run(_fit(panel, params, method, seed, out, log, bar), panel, params, method, seed, out, log)
 
 
-def _retrain_stacked(runs: dict[K, Run], method: str, log: Callable[[str], None],
+def _retrain_stacked(runs: dict[K, RunSpec], method: str, log: Callable[[str], None],
                      bar: bool) -> dict[K, dict]:
     """The runs of neural ``method`` trained afresh as one stacked model into their run folders, whose locks the
     caller holds (one after another where they cannot be stacked); returns each run's metrics.json."""
@@ -336,8 +336,8 @@ def _fit_neural(panel: Panel, params: Params, method: str, seed: int, out: Path,
 
 
 def _neural_trained(result: FitResult, panel: Panel, method: str, out: Path, stacked_seeds: int = 1) -> _Trained:
-    """What a neural run folder is written from; its weights go to ``model.pt``. ``stacked_seeds``: the seeds
-    trained with it as one model (its ``seconds`` are its share of their time)."""
+    """What a neural run folder is written from; its weights go to ``model.pt``. ``stacked_seeds``: the runs (seeds,
+    and a study's replicates) trained with it as one model (its ``seconds`` are its share of their time)."""
     facts = {"best_epoch": result.best_epoch, "epochs_run": result.epochs_run,
              "seconds_per_epoch": round(result.seconds / result.epochs_run, 5),
              "block_entities": result.memory.block, "blocks": result.memory.blocks,
