@@ -42,13 +42,13 @@ runs_dir: str = ""  # runs from <runs_dir>/<domain>/, the audit to its audit/; e
 data_dir: str = ""  # panels from <data_dir>/processed/<domain>/; empty: data, or <runs_dir>/data if not runs
 seeds: int = 0  # audit seeds 0..seeds-1; 0 means the params file's n_seeds
 methods: list = []  # methods to audit; empty means the params file's list
-overwrite: bool = False  # replace an audit asked for otherwise (other params, seeds or methods; the workflow: true)
+overwrite: bool = False  # replace an audit asked for otherwise (params, audit settings, seeds, methods; workflow: true)
 # %%
 import matplotlib.pyplot as plt
 import pandas as pd
 from IPython.display import display
 
-from acgate.audit.domain_audit import audit_domain, other_request, over_seeds, request
+from acgate.audit.domain_audit import audit_domain, audit_request, other_request, over_seeds
 from acgate.audit.panel_matched import RECORD, current_rates
 from acgate.audit.run_folders import load_panel
 from acgate.layout import audit_dir, grid_folders, panel_matched_dir, shown
@@ -68,7 +68,7 @@ folders = grid_folders([profile_file], runs_dir, data_dir)  # a profile's own, w
 runs_root, data_root = root / folders["runs_dir"], root / folders["data_dir"]
 tables = list(dict.fromkeys((root / folders["tables_dir"], root / "tables")))  # this grid's tables, the repository's
 out_dir = audit_dir(runs_root, params.domain)
-if not overwrite and (other := other_request(out_dir, request(params, seeds, methods))):
+if not overwrite and (other := other_request(out_dir, audit_request(params, seeds, methods))):
     raise FileExistsError(f"{shown(out_dir)} holds another audit ({other}), a grid's perhaps: this run would "
                           "replace it. Add overwrite=true to replace it (a run with that audit's settings brings it "
                           "back), or audit the runs of another runs_dir")

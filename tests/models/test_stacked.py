@@ -87,6 +87,18 @@ def test_run_seeds_writes_each_stacked_seed_and_keeps_them(smoke_params, seed_pa
     assert all("kept" in line for line in lines)
 
 
+def test_runs_trained_together_must_share_their_settings(smoke_params, seed_panels, tmp_path):
+    """run_many trains the runs of several domains with the first run's model and train settings: runs whose
+    settings differ are refused before anything trains, and no runs at all are nothing to do."""
+    faster = dataclasses.replace(smoke_params, domain="other", train=dataclasses.replace(smoke_params.train, lr=0.1))
+    runs = {name: runner.RunSpec(seed_panels[0], params, 0, method_dir(tmp_path, params.domain, 0, "acgate"))
+            for name, params in (("first", smoke_params), ("other", faster))}
+    with pytest.raises(ValueError, match="must share their model and train settings"):
+        runner.run_many(runs, "acgate", log=quiet)
+    assert not list(tmp_path.rglob("metrics.json"))
+    assert runner.run_many({}, "acgate") == {}
+
+
 def test_stacking_is_off_on_the_cpu_unless_asked(smoke_params):
     def setting(device, stack):
         return dataclasses.replace(smoke_params, train=dataclasses.replace(smoke_params.train, device=device,

@@ -136,22 +136,30 @@ def test_audit_notebook_writes_the_audit_and_reproduces(suite_runs, suite_audit,
 def test_a_hand_run_replaces_an_audit_asked_for_otherwise_only_when_told(suite_runs, suite_audit, workspace,
                                                                          tmp_path):
     """The audit folder holds an audit of one seed and every method (suite_audit, as a grid would leave it): an audit
-    of one method stops before it replaces it, naming what differs and overwrite=true; the same audit again (nbval
-    does this above) and an audit with overwrite=true run."""
+    of one method, or with other audit settings, stops before it replaces it, naming what differs and
+    overwrite=true; the same audit again and an audit with overwrite=true run. (The shared audit is put back.)"""
     common = {"domain": "synthetic_linear", "profile_file": SMOKE, "runs_dir": str(suite_runs),
               "data_dir": str(workspace / "data"), "seeds": 1}
     verdicts = suite_audit.parent / "verdicts.json"
     before = verdicts.read_bytes()
-    with pytest.raises(RuntimeError, match=r"holds another audit \(methods \[.*\] there, \['acgate'\] here\).*"
-                                           r"overwrite=true"):
-        execute_notebook(ROOT / "notebooks" / "04_audit.py", tmp_path / "one.ipynb", {**common, "methods": ["acgate"]})
-    assert verdicts.read_bytes() == before
-    execute_notebook(ROOT / "notebooks" / "04_audit.py", tmp_path / "same.ipynb", common)
-    assert json.loads(verdicts.read_text())["request"] == json.loads(before)["request"]
-    execute_notebook(ROOT / "notebooks" / "04_audit.py", tmp_path / "told.ipynb",
-                     {**common, "methods": ["acgate"], "overwrite": True})
-    assert json.loads(verdicts.read_text())["request"]["methods"] == ["acgate"]
-    execute_notebook(ROOT / "notebooks" / "04_audit.py", tmp_path / "back.ipynb", {**common, "overwrite": True})
+    try:
+        with pytest.raises(RuntimeError, match=r"holds another audit \(methods \[.*\] there, \['acgate'\] here\)"
+                                               r".*overwrite=true"):
+            execute_notebook(ROOT / "notebooks" / "04_audit.py", tmp_path / "one.ipynb",
+                             {**common, "methods": ["acgate"]})
+        strict = tmp_path / "strict.yaml"  # the smoke profile with another alpha: audit settings the digest leaves out
+        strict.write_text((ROOT / SMOKE).read_text() + "\naudit:\n  alpha: 0.01\n")
+        with pytest.raises(RuntimeError, match=r"audit.alpha 0.05 there, 0.01 here"):
+            execute_notebook(ROOT / "notebooks" / "04_audit.py", tmp_path / "strict.ipynb",
+                             {**common, "profile_file": str(strict)})
+        assert verdicts.read_bytes() == before
+        execute_notebook(ROOT / "notebooks" / "04_audit.py", tmp_path / "same.ipynb", common)
+        assert json.loads(verdicts.read_text())["request"] == json.loads(before)["request"]
+        execute_notebook(ROOT / "notebooks" / "04_audit.py", tmp_path / "told.ipynb",
+                         {**common, "methods": ["acgate"], "overwrite": True})
+        assert json.loads(verdicts.read_text())["request"]["methods"] == ["acgate"]
+    finally:
+        execute_notebook(ROOT / "notebooks" / "04_audit.py", tmp_path / "back.ipynb", {**common, "overwrite": True})
 
 
 def test_summary_table_reads_the_audited_runs(suite_runs, suite_audit):

@@ -212,7 +212,7 @@ class AuditResult:
     kind: str = "synthetic"  # Params.kind: "synthetic", "data" or "proxy_shuffle" (from the params, not the name)
     shared_entities: bool = False
     problems: list[str] = field(default_factory=list)
-    request: dict = field(default_factory=dict)  # what was asked for: the params, seeds and methods (see request)
+    request: dict = field(default_factory=dict)  # what was asked for (audit_request)
 
     def write(self, directory: Path) -> None:
         """The audit outputs (tables as CSV, verdicts.json), each written atomically."""
@@ -248,16 +248,17 @@ class AuditResult:
                           where.items()) + f": {text}" for text, where in self.warning_places().items()]
 
 
-def request(params: Params, seeds: int = 0, methods: list[str] | tuple[str, ...] = ()) -> dict:
-    """What an audit of :func:`audit_domain` is of: the params (their digest), the seeds and the methods asked for."""
-    return {"params_digest": params.digest(), "seeds": seeds or params.n_seeds,
-            "methods": sorted(methods or params.methods)}
+def audit_request(params: Params, seeds: int = 0, methods: list[str] | tuple[str, ...] = ()) -> dict:
+    """What an audit of :func:`audit_domain` is of: the params (their digest), the audit settings (which the digest
+    leaves out), the seeds and the methods asked for."""
+    return {"params_digest": params.digest(), "audit": json.loads(json.dumps(dataclasses.asdict(params.audit))),
+            "seeds": seeds or params.n_seeds, "methods": sorted(methods or params.methods)}
 
 
 def other_request(directory: Path, asked: dict) -> str | None:
-    """How the audit in ``directory`` was asked for otherwise than ``asked`` (:func:`request`), in words, or None where
-    it was asked for alike, or no audit (or one that does not say) is there: an audit that another one would replace
-    without a word."""
+    """How the audit in ``directory`` was asked for otherwise than ``asked`` (:func:`audit_request`), in words, or
+    None where it was asked for alike, or no audit (or one that does not say) is there: an audit that another one
+    would replace without a word."""
     path = Path(directory) / "verdicts.json"
     try:
         made = json.loads(path.read_text()).get("request") if path.is_file() else None
@@ -265,9 +266,15 @@ def other_request(directory: Path, asked: dict) -> str | None:
         return None
     if not isinstance(made, dict) or made == asked:
         return None
-    words = {"params_digest": "params digest {} there, {} here", "seeds": "seeds {} there, {} here",
-             "methods": "methods {} there, {} here"}
-    return "; ".join(words[key].format(made.get(key), asked[key]) for key in asked if made.get(key) != asked[key])
+    differences = []
+    for key, value in asked.items():
+        before = made.get(key)
+        if key == "audit" and isinstance(before, dict):  # the settings that differ, each by its name
+            differences += [f"audit.{name} {before.get(name)} there, {setting} here" for name, setting in value.items()
+                            if before.get(name) != setting]
+        elif before != value:
+            differences.append(f"{key} {before} there, {value} here")
+    return "; ".join(differences)
 
 
 AUDIT_TABLES = ("l0", "l1", "l2", "l2_summary", "l3", "wilcoxon", "heldout", "seed_agreement", "kstar_by_entity",
@@ -480,7 +487,7 @@ def audit_domain(params: Params, runs_root: Path, data_root: Path, seeds: int = 
         tests, verdicts={}, verdicts_paper={},
         neural_vs_classical_verdict=comparison_verdict(comparison, cfg), excluded=excluded, kind=params.kind,
         shared_entities=shared, problems=_problems(runs, excluded, panels) + too_good_to_be_true(l0, params.kind),
-        request=request(params, seeds, methods))
+        request=audit_request(params, seeds, methods))
     result.verdicts_by_reference = judge(result, cfg, references)
     result.verdicts = result.verdicts_by_reference[cfg.reference]["calibrated"]
     result.verdicts_paper = result.verdicts_by_reference[cfg.reference]["paper"]

@@ -317,11 +317,13 @@ def run_replicate(name: str, replicate: int, source: Source, params: Params, roo
 
 def train_stacked(names: list[str], source: Source, params: Params, root: Path, seeds: int, neural: int,
                   log: Callable[[str], None] = print) -> bool:
-    """Where ``train.stacked`` stacks them (auto: on a GPU), the AC-GATE family of the ``neural`` first replicates of
-    every scenario, trained before the replicates run: per scenario and method, all its replicates' seeds as one
-    stacked model (:func:`acgate.models.runner.run_many`), each run as its lone run up to float rounding. The
-    replicates (:func:`run_replicate`) then keep these runs and fit the classical family. Returns whether it
-    trained any; on the CPU (where stacking is slower) it trains none, and the replicates train their own."""
+    """Where ``train.stacked`` stacks them (auto: on a GPU; on: anywhere), the AC-GATE family of the ``neural`` first
+    replicates of every scenario, trained before the replicates run: per scenario and method, all its replicates'
+    seeds as one stacked model (:func:`acgate.models.runner.run_many`; each run is its lone run up to float rounding
+    where no dropout or gate noise is drawn, :mod:`acgate.models.stacked`). The replicates (:func:`run_replicate`)
+    then keep these runs and fit the classical family (their ``seconds`` leave the stacked training out). Returns
+    whether it trained any; with ``train.stacked`` auto on the CPU (where stacking is slower) it trains none, and the
+    replicates train their own. A stack that does not fit trains one run after another, with a warning."""
     from acgate.models import stacked  # torch: imported where replicates train
     from acgate.models.runner import RunSpec, run_many
 
@@ -336,7 +338,7 @@ def train_stacked(names: list[str], source: Source, params: Params, root: Path, 
         for method in family:
             run_many({(r, seed): RunSpec(panel, own, seed, method_dir(runs_root, own.domain, seed, method))
                       for r, (panel, own, runs_root, _) in surrogates.items() for seed in range(seeds)},
-                     method, log=lambda _: None)
+                     method, log=lambda line: log(line.strip()) if "WARNING:" in line else None)
         minutes = (time.perf_counter() - start) / 60
         log(f"{label.format(done)} {name}: trained ({minutes:.1f} min so far, about "
             f"{minutes / done * (len(names) - done):.1f} min left)")

@@ -138,7 +138,8 @@ K = TypeVar("K", bound=Hashable)  # what a caller of run_many names its runs by:
 
 
 class RunSpec(NamedTuple):
-    """One run of a method: its panel, its params (whose domain names its folder), its seed and its run folder."""
+    """One run of a method: its panel, its params, its seed and its run folder (<runs>/<domain>/seed<NN>/<method>/,
+    :func:`acgate.layout.method_dir`, where a seedless fit looks for the domain's other seeds)."""
     panel: Panel
     params: Params
     seed: int
@@ -152,6 +153,11 @@ def run_many(runs: dict[K, RunSpec], method: str, log: Callable[[str], None] = p
     :func:`run_method`; the neural runs left to train are trained as one stacked model where ``train.stacked`` says
     so (:mod:`acgate.models.stacked`), else one after another; a closed-form fit that reads no seed is fitted once
     and copied to the domain's other seeds."""
+    if not runs:
+        return {}
+    if len({repr((run.params.model, run.params.train)) for run in runs.values()}) > 1:
+        raise ValueError(f"{method}: runs trained together must share their model and train settings (their params "
+                         "may differ in the domain only)")
     done, pending = {}, {}
     threads = next(iter(runs.values())).params.train.threads
     # one writer per run folder (a second one stops, naming the first); numpy's BLAS on the run's threads, as PyTorch
@@ -252,15 +258,15 @@ def _retrain_stacked(runs: dict[K, RunSpec], method: str, log: Callable[[str], N
         results = stacked.fit_stacked([panels[key] for key in keys], first.params, method,
                                       [runs[key].seed for key in keys], log)
     if results is None:
-        log(f"  [{method}] {len(keys)} runs cannot be trained stacked (panels of different shapes, or too large for "
-            "one block): trained one after another")
+        log(f"  WARNING: [{method}] {len(keys)} runs cannot be trained stacked (panels of different shapes, or too "
+            "large for one block): trained one after another")
         results = [None] * len(keys)
     written = {}
     for key, result in zip(keys, results, strict=True):
-        panel, (_, params, seed, out) = panels[key], runs[key]
-        trained = (_fit(panel, params, method, seed, out, log, bar) if result is None
-                   else _neural_trained(result, panel, method, out, stacked_seeds=len(keys)))
-        written[key] = _write_run(trained, panel, params, method, seed, out, log)
+        run = runs[key]
+        trained = (_fit(panels[key], run.params, method, run.seed, run.out, log, bar) if result is None
+                   else _neural_trained(result, panels[key], method, run.out, stacked_seeds=len(keys)))
+        written[key] = _write_run(trained, panels[key], run.params, method, run.seed, run.out, log)
     return written
 
 
