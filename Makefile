@@ -11,7 +11,8 @@
 #                         cannot represent (interaction, non-monotone lags, a threshold driver), 20 seeds each, with the
 #                         tables and figures of all of them (about 8 minutes more than make paper on 2 cores)
 #   make calibrate        only the audit calibration, measured again (06_audit_calibration: tables/audit_calibration.*,
-#                         its figure; about 67 minutes on 2 cores; make paper keeps one of the current rules)
+#                         its figure; about 70 minutes on 2 cores from scratch; make paper keeps one of the current
+#                         rules)
 #   make panel-matched    the panel-matched error rates of economics and energy (07_panel_matched: 40 surrogates of
 #                         each scenario of each panel, audited, the AC-GATE family in 20 of them, as the committed
 #                         tables/<domain>_panel_matched.*), with the grid they need (about 3.5 hours on 2 cores, most of

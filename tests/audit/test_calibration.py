@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import psutil
 
 from acgate.audit import calibration, verdicts
@@ -107,3 +108,18 @@ def test_the_printed_calibration_table_is_one_row_per_scenario_reference_and_rul
     assert (first.scenario, first.L1, first["lags differ"]) == ("random_lags", "2/3*", "1/3*")
     last = compact.iloc[-1]
     assert last.scenario == "ar_noise" and last.L1 == "2/3"  # no star: on a negative, "supported" is wrong
+
+
+def test_ar_noise_controls_add_stationary_ar1_noise_of_their_coefficient(small):
+    """The noise the AR controls add to the DGP's target (the same panel draw without it) has the scenario's lag-1
+    autocorrelation and, from the first step on, its stationary sd, sd / sqrt(1 - coefficient^2)."""
+    import dataclasses
+
+    params = dataclasses.replace(small, synthetic=dataclasses.replace(small.synthetic, n_entities=2000))
+    base = calibration.draw_panel("homogeneous_lags", params, 7).Y.astype(float)
+    for name, (coef, sd) in calibration.AR_NOISE.items():
+        noise = calibration.draw_panel(name, params, 7).Y.astype(float) - base
+        stationary = sd / np.sqrt(1 - coef ** 2)
+        assert abs(noise[:, 0].std() / stationary - 1) < 0.05 and abs(noise[:, -1].std() / stationary - 1) < 0.05
+        lag1 = np.corrcoef(noise[:, 1:].ravel(), noise[:, :-1].ravel())[0, 1]
+        assert abs(lag1 - coef) < 0.02, (name, lag1)

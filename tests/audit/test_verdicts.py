@@ -18,7 +18,8 @@ from acgate.audit import domain_audit as audit
 
 @pytest.mark.slow
 @pytest.mark.parametrize("scenario", ["homogeneous_lags", "noise_target", "constant_target", "shuffled_proxies",
-                                      "effect_size", "noise_scale", "ar_noise", "random_lags"])
+                                      "effect_size", "noise_scale", "ar_noise", "persistent_noise",
+                                      "random_lags"])
 def test_no_lag_information_no_verdict(scenario, small, tmp_path):
     """Also where every entity has the same lags and the proxies set the size of the lagged effect or the noise, and
     where the lags differ apart from the proxies; with the spread threshold at zero as at its default."""
