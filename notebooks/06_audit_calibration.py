@@ -37,9 +37,9 @@
 # size of the test itself. 50 replicates of a negative control bound its false-support rate below 7.1 % (95 %) when
 # none is supported; 30 of a positive one put the power's lower bound at 88 % when all are.
 #
-# The calibration takes about 70 minutes on 2 cores from scratch, so `make paper` keeps a calibration measured under the current
-# rules (`RULES_VERSION` of `acgate.audit.verdicts`, recorded in `audit_calibration.json` beside the table) and says so;
-# `make calibrate` measures it again.
+# The calibration takes about 70 minutes on 2 cores from scratch, so `make paper` keeps a calibration measured under
+# the current rules (`RULES_VERSION` of `acgate.audit.verdicts`, recorded in `audit_calibration.json` beside the
+# table) and says so; `make calibrate` measures it again.
 #
 # - **Inputs**: `params/audit_calibration.yaml`.
 # - **Outputs**: `<runs_dir>/audit_calibration/` (every replicate's panels, runs and audit, and `replicates.csv`),
