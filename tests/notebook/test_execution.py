@@ -96,3 +96,8 @@ def test_notebooks_sharing_a_kernel_see_only_what_they_define(tmp_path, monkeypa
                                            r"log: .*seed4\.log\n  partly .*\n  the kernel's own output .*seed3\.log$"):
         execute_notebooks(source, [(tmp_path / "again" / f"seed{s}.ipynb", {"seed": s}) for s in (3, 4)])
     assert (tmp_path / "again" / "seed3.ipynb").is_file() and not (tmp_path / "again" / "seed4.ipynb").exists()
+
+
+def test_progress_lines_name_a_notebook_by_its_last_two_folders():
+    assert execution.where(Path("/work/runs/economics/seed03/03_train.ipynb")) == "economics/seed03"
+    assert execution.where(Path("/tmp/study.ipynb")) == "tmp"  # not "//tmp"

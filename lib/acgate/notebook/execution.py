@@ -35,6 +35,12 @@ BAR = re.compile(r"^\s*\w+ seed \d+:\s+\d+%\|")  # its progress bar: "acgate see
 BAR_EVERY = 5.0  # seconds between two echoes of a progress bar
 
 
+def where(output: Path) -> str:
+    """How a notebook's progress lines name it: the last two folders of its output ("economics/seed03",
+    "economics/panel_matched"), never the file system's root."""
+    return "/".join(output.resolve().parent.parts[1:][-2:])
+
+
 class _Progress(logging.Handler):
     """Echoes the progress lines of a notebook's output to the terminal, prefixed with where the notebook runs, and
     the state of its progress bar every :data:`BAR_EVERY` seconds."""
@@ -212,7 +218,7 @@ def _execute(papermill, kernel, notebook: Path, source: Path, output: Path, para
     logger = logging.getLogger("papermill")
     handler = logging.FileHandler(log)
     handler.setFormatter(logging.Formatter("%(message)s"))
-    progress = _Progress(terminal, "/".join(output.resolve().parts[-3:-1]))
+    progress = _Progress(terminal, where(output))
     logger.addHandler(handler)
     logger.addHandler(progress)
     start = time.perf_counter()
