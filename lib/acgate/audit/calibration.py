@@ -166,12 +166,11 @@ def draw_panel(name: str, params: Params, panel_seed: int) -> Panel:
     elif scenario.target == "ar_noise":
         coef, sd = AR_NOISE[name]
         innovations = rng.normal(0, sd, y.shape)
-        noise = innovations[:, 0] / np.sqrt(1 - coef ** 2)  # the stationary distribution
-        y = y.copy()
-        for t in range(y.shape[1]):
-            if t:
-                noise = coef * noise + innovations[:, t]
-            y[:, t] += noise
+        noise = np.empty_like(y)
+        noise[:, 0] = innovations[:, 0] / np.sqrt(1 - coef ** 2)  # the stationary distribution
+        for t in range(1, y.shape[1]):
+            noise[:, t] = coef * noise[:, t - 1] + innovations[:, t]
+        y = y + noise
     elif scenario.target == "random_lags":
         centre = rng.integers(RANDOM_CENTRES[0], RANDOM_CENTRES[1] + 1, len(z))
         weights = dgp.lag_weights(centre, cfg.lag_horizon, cfg.lag_width)
