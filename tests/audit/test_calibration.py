@@ -33,10 +33,12 @@ def test_replicates_in_worker_processes_report_while_they_run(small, tmp_path, m
 
 def test_the_time_left_is_costed_per_kind_of_replicate():
     """Worked by hand. The own-panel study ran its AC-GATE replicates (about 10x a classical one) first and estimated
-    elapsed / done x left: "about 1285.7 min left" for a study of minutes. Each kind now costs its own mean, and a kind
-    not seen yet the dearest mean seen."""
+    elapsed / done x left: "about 1285.7 min left" for a study of minutes. Each kind now costs its own mean, and no
+    estimate is given while a kind left has none (costed as the classical ones, the first AC-GATE replicates of the
+    example's study were "about 1.5 min left" of 3.9)."""
     seconds = {"classical": [10.0, 20.0], "with AC-GATE": []}
-    assert calibration.remaining_minutes(seconds, ["with AC-GATE", "classical", "classical"], 2) == 45 / 2 / 60
+    assert calibration.remaining_minutes(seconds, ["with AC-GATE", "classical", "classical"], 2) is None
+    assert calibration.remaining_minutes(seconds, ["classical", "classical"], 2) == 30 / 2 / 60
     seconds = {"classical": [10.0], "with AC-GATE": [100.0, 140.0]}
     assert calibration.remaining_minutes(seconds, ["classical"] * 6, 2) == 60 / 2 / 60
     assert calibration.remaining_minutes({"classical": []}, ["classical"], 1) is None
