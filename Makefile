@@ -5,6 +5,10 @@
 #                         present, the 20-seed grid of every available domain (02_synthetic_dgp, 03_train), the
 #                         audits (04_audit), the report (05_report: tables/, figures/) and the HTML view of every
 #                         executed notebook (runs/html/index.html); it names the domains it skipped and why
+#   make audit DOMAIN=d   your own panel, params/<d>.yaml (docs/own_panel.md): its preparation, 8 seeds of every
+#                         method, the panel-matched study, the audit and the report page, all in runs/panels/ (the
+#                         page: runs/panels/<d>/audit/report.html), never touching the paper's folders; CONFIG adds
+#                         settings, e.g. CONFIG=panel_matched_replicates=20 for a longer, more precise study
 #   make quick            the same grid with 3 seeds into runs/quick/ (its panels, tables and figures too), keeping the
 #                         repository's calibration of the current rules; 3 seeds cannot make a verdict "supported"
 #   make scenarios        the paper grid and the three synthetic scenarios a linear-in-proxies moderated distributed lag
@@ -73,8 +77,13 @@ export XDG_CACHE_HOME := $(CURDIR)/.snakemake/cache
 $(info $(CACHE_HOME) cannot be written: Snakemake's cache goes to $(XDG_CACHE_HOME) (or set XDG_CACHE_HOME))
 endif
 QUICK := seeds=3 runs_dir=runs/quick
+# an own panel's grid (make audit): its own folder beside the paper's, one level a domain; and, for its handful of
+# jobs, Snakemake's own scheduling timespan instead of the default profile's 20 s (set for the paper grid's
+# thousands of jobs), which a run waits out at its end
+PANELS := runs_dir=runs/panels
+PANELS_TIMESPAN := --max-jobs-per-timespan 100/1s
 
-.PHONY: setup paper scenarios quick calibrate panel-matched dry-run unlock bench data example test test-fast lint lab \
+.PHONY: setup paper audit scenarios quick calibrate panel-matched dry-run unlock bench data example test test-fast lint lab \
 	notebooks clean-runs
 
 # the package's version is written once, in lib/acgate/__init__.py; the installed metadata (which every run's manifest
@@ -90,6 +99,13 @@ setup: $(VENV)/.installed
 
 paper: setup
 	$(SNAKEMAKE) $(if $(CONFIG),--config $(CONFIG))
+
+# DOMAIN: one plain name (letters, digits, _): params/<DOMAIN>.yaml, or the file CONFIG="'params={<DOMAIN>: path}'"
+# names (the workflow says which params files exist when neither does)
+audit: setup
+	@echo '$(DOMAIN)' | grep -qxE '[A-Za-z0-9_]+' || { echo "make audit needs DOMAIN=<your_domain>, the name of \
+	params/<your_domain>.yaml (letters, digits, _), e.g. make audit DOMAIN=example_panel after make example"; exit 1; }
+	$(SNAKEMAKE) $(PANELS_TIMESPAN) --config 'domains=[$(DOMAIN)]' $(PANELS) $(CONFIG)
 
 scenarios: setup
 	$(SNAKEMAKE) --config with_scenarios=true $(CONFIG)

@@ -39,7 +39,7 @@ import seaborn as sns
 
 from acgate.data import prep
 from acgate.data.sources import input_files
-from acgate.layout import grid_folders, panel_dir
+from acgate.layout import grid_folders, panel_dir, shown
 from acgate.notebook.resolve import resolve
 from acgate.runs import manifest
 
@@ -51,7 +51,7 @@ panel = prepared.panel
 out_dir = panel_dir(data_root, params.domain)
 prep.save(prepared, out_dir, manifest(params.to_dict(), seed=-1, device="none", inputs=input_files(params, root)))
 print(f"{params.domain}: {panel.n_entities} of {len(prepared.report)} entities kept, {len(panel.times)} years "
-      f"{panel.times[0]}-{panel.times[-1]}; saved to {out_dir}")
+      f"{panel.times[0]}-{panel.times[-1]}; saved to {shown(out_dir)}")
 if prepared.warning:  # also in the terminal, and in the audit
     print(f"WARNING: {prepared.warning}")
 

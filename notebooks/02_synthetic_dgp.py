@@ -30,7 +30,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from acgate.data.dgp import load_or_simulate
-from acgate.layout import grid_folders, panel_dir
+from acgate.layout import grid_folders, panel_dir, shown
 from acgate.notebook.resolve import resolve
 
 params, root = resolve(domain, params_file, profile_file)
@@ -38,7 +38,7 @@ data_root = root / grid_folders([profile_file], data_dir=data_dir)["data_dir"]  
 panel = load_or_simulate(params, seed, data_root)
 truth = panel.truth
 print(f"domain {params.domain}, seed {seed}: {panel.n_entities} entities x {len(panel.times)} steps, "
-      f"K = {params.synthetic.lag_horizon}; saved to {panel_dir(data_root, params.domain, seed)}")
+      f"K = {params.synthetic.lag_horizon}; saved to {shown(panel_dir(data_root, params.domain, seed))}")
 
 # %% [markdown]
 # The first rows of ground truth. These values depend only on the seed, so they must reproduce exactly

@@ -35,7 +35,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from IPython.display import Markdown, display
 
-from acgate.layout import project_root
+from acgate.layout import project_root, shown
 from acgate.report import diagrams, figures, paper_tables, render
 from acgate.runs import write_json
 
@@ -54,7 +54,7 @@ pd.set_option("display.width", 200, "display.max_columns", 30, "display.max_colw
 tables, results = paper_tables.build_tables(runs_root, domains)
 for name, frame in tables.items():
     render.write_table(frame, tables_root, name, paper_tables.caption(name), paper_tables.latex_view(name, frame))
-print(f"{len(tables)} tables written to {tables_root}: {', '.join(tables)}")
+print(f"{len(tables)} tables written to {shown(tables_root)}: {', '.join(tables)}")
 skipped = [name for name in paper_tables.TABLES if name not in tables]
 print("not supported by these runs:", ", ".join(skipped) or "none")
 

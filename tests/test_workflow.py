@@ -76,6 +76,10 @@ def test_dry_run_lists_the_grid(tmp_path):
     one = snakemake(tmp_path, "-n", config=[*SMOKE, "domains=[synthetic_linear, synthetic_nonlinear, energy]",
                                              "seeds_per_job=1"])
     assert job_counts(one.stdout) == expected | {"train": 2 * expected["train"]}
+    # 8 seeds at 5 a job: two jobs of 4, which two cores finish together (5 and 3 left one idle for a third of the run)
+    eight = snakemake(tmp_path, "-n", config=[*SMOKE, "domains=[synthetic_linear]", "seeds=8"])
+    assert sorted(re.findall(r"^Job \d+: train_synthetic_linear_(seeds\w+)", eight.stdout, re.MULTILINE)) == [
+        "seeds00_03", "seeds04_07"]
 
 
 def test_each_job_is_printed_as_one_line_that_names_its_rule(tmp_path):
@@ -526,8 +530,26 @@ def test_the_grid_is_the_project_roots_from_any_folder_inside_it():
     runs = "runs/test_the_grid_is_the_project_roots"  # no grid of this name exists: every job is planned
     done = snakemake(ROOT / "lib", "-n", "-p", config=[*SMOKE, "domains=[synthetic_linear]", f"runs_dir={runs}"])
     assert done.returncode == 0, done.stderr[-3000:]
-    assert f"runs_dir={ROOT / runs} " in done.stdout and str(ROOT / "lib" / "runs") not in done.stdout
+    assert str(ROOT / "lib" / "runs") not in done.stdout
     assert not (ROOT / "lib" / "runs").exists() and not (ROOT / "lib" / ".snakemake").exists()
+    # the notebooks get their folders relative to the root (they join them to it), so that an executed notebook,
+    # which records its parameters, names no folder of the machine
+    assert f"runs_dir={runs} " in done.stdout and f"data_dir={runs}/data " in done.stdout
+    assert "params_file=params/synthetic_linear.yaml " in done.stdout
+    assert not re.search(rf"\w+_(dir|file)={re.escape(str(ROOT))}", done.stdout), done.stdout[-3000:]
+
+
+def test_make_audit_runs_an_own_panel_in_runs_panels_and_says_what_it_needs():
+    """make audit DOMAIN=d: the grid of that one domain in runs/panels/ (its page at runs/panels/d/audit/report.html,
+    not runs/d/d/...), without the 20-s wait the paper grid's scheduling timespan leaves at its end."""
+    done = make("-n", "audit", "DOMAIN=example_panel", "JOBS=2")
+    assert done.returncode == 0, done.stderr[-2000:]
+    line = next(line for line in done.stdout.splitlines() if "--snakefile workflow/Snakefile" in line)
+    assert "'domains=[example_panel]' runs_dir=runs/panels" in line, line
+    assert "--max-jobs-per-timespan 100/1s" in line, line
+    for domain in ("", "a-b"):
+        refused = make("audit", f"DOMAIN={domain}")
+        assert refused.returncode != 0 and "make audit needs DOMAIN=<your_domain>" in refused.stdout, domain
 
 
 def test_an_unwritable_home_does_not_stop_make(tmp_path):
