@@ -48,15 +48,11 @@ data_dir: str = ""  # the panel is read from <data_dir>/processed/<domain>/; emp
 tables_dir: str = ""  # <domain>_panel_matched.{csv,md,tex,json} go here; empty: tables, or <runs_dir>/tables
 figures_dir: str = ""  # <domain>_panel_matched.{png,pdf} go here; empty: figures, or <runs_dir>/figures
 scenarios: list = []  # scenarios to run; empty means every one the panel allows (acgate.audit.panel_matched.SCENARIOS)
-replicates: int = 20  # surrogate audits of each scenario (the classical family in every one)
-neural_replicates: int = 2  # of those, how many also train the AC-GATE family (the first of each scenario)
+replicates: int = 15  # surrogate audits of each scenario (the classical family in every one)
+neural_replicates: int = 0  # of those, how many also train the AC-GATE family (the first of each scenario)
 seeds: int = 5  # seeds a replicate trains (5: the fewest whose one-sided Wilcoxon can reach p < 0.05); 0: n_seeds
 jobs: int = 0  # replicates run at once, each in its own single-thread process; 0 means one per CPU core
 # %%
-import functools
-import os
-import time
-
 import pandas as pd
 from IPython.display import display
 
@@ -65,7 +61,6 @@ from acgate.data.panel import Panel
 from acgate.layout import grid_folders, panel_dir, panel_matched_dir
 from acgate.notebook.resolve import resolve
 from acgate.report import figures, render
-from acgate.runs import write_csv
 
 params, root = resolve(domain, params_file, profile_file)
 if params.data is None:
@@ -74,17 +69,8 @@ if params.data is None:
 folders = grid_folders([profile_file], runs_dir, data_dir, tables_dir, figures_dir)
 panel = Panel.load(panel_dir(root / folders["data_dir"], params.domain))
 out = panel_matched_dir(root / folders["runs_dir"], params.domain)
-n_seeds = seeds or params.n_seeds
-workers = jobs or os.cpu_count() or 1
 source = panel_matched.fit_source(panel, params)
-names = [name for name in source.scenarios() if not scenarios or name in scenarios]
-unknown = [name for name in scenarios if name not in panel_matched.SCENARIOS]
-if unknown:
-    raise ValueError(f"scenarios: unknown {', '.join(unknown)}; the scenarios: {', '.join(panel_matched.SCENARIOS)}")
-plan = panel_matched.plan(names, replicates, neural_replicates)
-print(f"{len(plan)} surrogate audits of {params.domain} ({panel.n_entities} entities x {len(panel.times)} steps): "
-      f"{len(names)} scenarios x {replicates} replicates, {n_seeds} seeds each, the AC-GATE family in "
-      f"{min(neural_replicates, replicates)} of each; {workers} at once -> {out}")
+names = source.scenarios(scenarios)
 
 # %% [markdown]
 # ## What the surrogates are made from
@@ -105,15 +91,8 @@ pd.Series({name: panel_matched.SCENARIOS[name].description for name in names}, n
 # replicates keep those runs.
 
 # %%
-start, started = time.perf_counter(), calibration.provenance(params)
-panel_matched.train_stacked(names, source, params, out, n_seeds, min(neural_replicates, replicates))
-work = functools.partial(panel_matched.run_replicate, source=source, params=params, root=out, seeds=n_seeds,
-                         neural=neural_replicates)
-found = calibration.run_replicates(plan, work, jobs=workers, label="panel-matched",
-                                   kind=lambda name, r: "with AC-GATE" if r < neural_replicates else "classical")
-minutes = (time.perf_counter() - start) / 60
-write_csv(out / "replicates.csv", found, index=False)
-print(f"{len(plan)} replicates in {minutes:.1f} min ({workers} processes)")
+study = panel_matched.run_study(source, params, out, scenarios, replicates, neural_replicates, seeds or params.n_seeds,
+                                jobs)
 
 # %% [markdown]
 # ## Error rates on panels like this one
@@ -124,13 +103,12 @@ print(f"{len(plan)} replicates in {minutes:.1f} min ({workers} processes)")
 # reference's shares stand on); its caption is here and in docs/results.md, not in the figure.
 
 # %%
-table = calibration.calibration_table(found)
+table, rates = study.table, study.rates
 tables = root / folders["tables_dir"]
 render.write_table(table, tables, f"{params.domain}_panel_matched",
                    f"Panel-matched error rates of {params.domain}: share of surrogate audits \"supported\" per "
                    "scenario, reference, rule and layer, with 95 % Clopper-Pearson intervals and the right answer "
                    "(in LaTeX: supported/replicates, * where supported is right).", calibration.compact_table(table))
-rates = panel_matched.error_rates(table, source.about)
 for reference, layers in rates.items():
     for layer, rate in layers.items():
         print(f"{reference:12s} {layer}: {rate['sentence']}")
@@ -142,6 +120,5 @@ display(table[table.rule == "calibrated"].pivot_table(index=["control", "scenari
 fig = figures.calibration_figure(table)
 figures.save_figure(fig, root / folders["figures_dir"], f"{params.domain}_panel_matched")
 # last: the record the audit reads (and its copy beside the table), written once the table and the figure are
-for folder, name in ((out, panel_matched.RECORD), (tables, f"{params.domain}_panel_matched.json")):
-    panel_matched.write_record(folder / name, source, params, names, replicates, neural_replicates, n_seeds, rates,
-                               minutes, workers, started)
+for path in (out / panel_matched.RECORD, tables / f"{params.domain}_panel_matched.json"):
+    study.write_record(path, params)

@@ -17,7 +17,8 @@ def test_a_dataframe_is_audited_in_one_call_and_a_second_call_trains_nothing(tmp
     kwargs = dict(entity="region", time="year", target="outcome", features=["driver"],
                   proxies=["mean:capacity", "mean:openness"], static=["size"],
                   stratifiers=["mean:governance", "mean:survey_noise"], seeds=2, methods=METHODS, workdir=tmp_path,
-                  train={"max_epochs": 5}, audit={"permutations": 99, "bootstrap": 99, "true_lag": "true_lag"})
+                  train={"max_epochs": 5}, audit={"permutations": 99, "bootstrap": 99, "true_lag": "true_lag"},
+                  study_replicates=1, study_neural_replicates=1, study_seeds=2, jobs=1)
     result = acgate.audit_panel(frame, log=lines.append, **kwargs)
     written = read_audit(result.report.parent)  # what the workflow's audit writes, read back
     assert result.result.verdicts_by_reference == written.verdicts_by_reference
@@ -27,14 +28,23 @@ def test_a_dataframe_is_audited_in_one_call_and_a_second_call_trains_nothing(tmp
     text = result.summary()
     assert "AC-GATE audit of my_panel: 2 seeds" in text and "lags differ" in text and str(result.report) in text
     assert all(line in text for line in result.warnings)
+    # the panel-matched study ran before the audit, and its rates stand beside the verdicts, the page's and the text's
+    assert result.result.error_rates["settings"] == {"replicates": 1, "neural_replicates": 1, "seeds": 2}
+    assert "On surrogates of this panel (1 a scenario, 1 with AC-GATE, 2 seeds each), how often" in text
+    assert "- L1 the proxies hold the lags, Moderated DL: false in " in text
+    assert "- lags differ at all: false in" in text
+    assert "- L0 forecast" not in text  # the surrogates test no forecast
+    assert list(result.rates().columns) == ["AC-GATE", "Moderated DL"]
     assert len(repr(result)) < 400 and repr(result).startswith("<PanelAudit my_panel: acgate L0 ")
     assert "<table" in result._repr_html_()
     assert result.report.is_file() and (tmp_path / "params" / "my_panel.yaml").is_file()
     assert lines[0].startswith("my_panel: 40 entities, times 2000..2024 (validation from 2017, test from 2021)")
     trained = {p: p.stat().st_mtime_ns for p in (tmp_path / "runs").rglob("metrics.json")}
-    assert len(trained) == 2 * len(METHODS)
-    again = acgate.audit_panel(frame, log=lambda _: None, **kwargs)  # current runs are kept: nothing retrained
+    assert len(list((tmp_path / "runs" / "my_panel").glob("seed*/*/metrics.json"))) == 2 * len(METHODS)
+    lines.clear()
+    again = acgate.audit_panel(frame, log=lines.append, **kwargs)  # current runs and study are kept: nothing retrained
     assert {p: p.stat().st_mtime_ns for p in (tmp_path / "runs").rglob("metrics.json")} == trained
+    assert any("the panel-matched study in" in line and "kept" in line for line in lines)
     pd.testing.assert_frame_equal(again.verdicts, table)
 
 

@@ -7,6 +7,7 @@ import dataclasses
 import json
 from pathlib import Path
 
+import jupytext
 import numpy as np
 import pandas as pd
 import pytest
@@ -299,6 +300,20 @@ def test_the_study_notebook_states_its_rates_in_the_audit(example):
     assert matrix.set_index("reference").loc["moderated_dl", paper_tables.MATCHED_COLUMN] == ", ".join(
         f"{layer} {rates[layer]['false_support']['supported']}/{rates[layer]['false_support']['replicates']}"
         for layer in ("L1", "L2", "lags differ"))
+
+
+def test_an_own_panels_study_has_one_default_size_in_the_workflow_the_notebook_and_the_dataframe_call():
+    """make audit (config/config.yaml), 07_panel_matched run by hand and acgate.audit_panel (panel_matched.STUDY)
+    run the same default study."""
+    config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    assert {"replicates": config["panel_matched_replicates"], "neural": config["panel_matched_neural_replicates"],
+            "seeds": config["panel_matched_seeds"]} == panel_matched.STUDY
+    cell = next(cell for cell in jupytext.read(ROOT / "notebooks" / "07_panel_matched.py").cells
+                if "parameters" in cell.metadata.get("tags", []))
+    defaults = {}
+    exec(cell.source, {}, defaults)
+    assert {"replicates": defaults["replicates"], "neural": defaults["neural_replicates"],
+            "seeds": defaults["seeds"]} == panel_matched.STUDY
 
 
 def test_the_plan_spreads_the_dear_replicates_among_the_cheap_ones():

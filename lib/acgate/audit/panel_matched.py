@@ -2,8 +2,9 @@
 splits, features, proxies and stratifiers, and replace only its target by one whose lags are known.
 
     source = fit_source(panel, params)
-    records = run_replicates(plan, partial(run_replicate, source=source, params=params, root=out, neural=2))
-    table = calibration.calibration_table(records); rates = error_rates(table)
+    study = run_study(source, params, out)       # every scenario, STUDY["replicates"] each (neural: with AC-GATE)
+    study.rates                                  # per reference and layer: false supports, power, smallest spread
+    study.write_record(out / RECORD, params)     # what the audit reads (read_rates)
 
 The target of a surrogate is built in the standardised units of the classical fits (``acgate.models.classical``): each
 entity's level from the pooled distributed lag, a lagged part, and noise at the panel's residual scale:
@@ -46,8 +47,10 @@ the AC-GATE family's runs of a scenario's replicates are first trained together,
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -58,16 +61,15 @@ import numpy as np
 import pandas as pd
 
 from acgate import statistics
+from acgate.audit import calibration, gls
 from acgate.audit import domain_audit as audit
-from acgate.audit import gls
-from acgate.audit.calibration import lagged_part, replicate_records
 from acgate.audit.verdicts import FAMILIES, RULES_VERSION
 from acgate.config import Params
 from acgate.data.panel import Normalisers, Panel
 from acgate.layout import audit_dir, method_dir, panel_dir, shown
 from acgate.models.classical import fit_classical, intercepts, lag_profile, standardise
 from acgate.models.lags import effective_lag
-from acgate.runs import write_json
+from acgate.runs import write_csv, write_json
 
 # positives: the sd of the entities' lag shifts, in lags, from a quarter lag to three (the smallest spread the audit
 # detects on a panel is read off this grid); the stratifier nulls at three of them
@@ -125,10 +127,14 @@ class Source:
     shifts: dict  # scenario -> (N,) each entity's lag shift d_i
     about: dict  # how the scores were chosen, and the residual scale, for the record
 
-    def scenarios(self) -> list[str]:
-        """The scenarios this panel allows: the stratifier ones only with a stratifier the proxies do not carry."""
-        return [name for name, s in SCENARIOS.items()
-                if s.moderator != "stratifier" or self.stratifier_score is not None]
+    def scenarios(self, wanted: list[str] | tuple = ()) -> list[str]:
+        """The scenarios of ``wanted`` (empty: all) this panel allows: the stratifier ones only with a stratifier the
+        proxies do not carry. A name that is no scenario stops with the list of them."""
+        unknown = [name for name in wanted if name not in SCENARIOS]
+        if unknown:
+            raise ValueError(f"scenarios: unknown {', '.join(unknown)}; the scenarios: {', '.join(SCENARIOS)}")
+        return [name for name, s in SCENARIOS.items() if (not wanted or name in wanted)
+                and (s.moderator != "stratifier" or self.stratifier_score is not None)]
 
 
 def _directions(panel: Panel, circular_threshold: float) -> tuple[np.ndarray, np.ndarray | None, dict]:
@@ -230,7 +236,7 @@ def _shift_for_spread(curve: np.ndarray, score: np.ndarray, spread: float) -> tu
 
 def _lagged(x: np.ndarray, curves: np.ndarray) -> np.ndarray:
     """(N, T) the lagged part sum_f sum_k beta_ifk x_f,i,t-k of features x (N, T, F) under curves (N, F, K)."""
-    return sum(lagged_part(x[:, :, f], curves[:, f]) for f in range(x.shape[2]))
+    return sum(calibration.lagged_part(x[:, :, f], curves[:, f]) for f in range(x.shape[2]))
 
 
 def _shifted(curve: np.ndarray, shift: np.ndarray) -> np.ndarray:
@@ -309,10 +315,11 @@ def run_replicate(name: str, replicate: int, source: Source, params: Params, roo
         run_seeds(dict.fromkeys(range(seeds), panel), params, method, runs_root, log=lambda _: None)
     result = audit.audit_domain(params, runs_root, data_root)
     result.write(audit_dir(runs_root, params.domain))
-    return replicate_records(result, params.audit, {"scenario": name, "control": scenario.control,
-                                                    "lags_differ_truth": scenario.lags_differ, "replicate": replicate,
-                                                    "spread": scenario.spread, "moderator": scenario.moderator},
-                             round(time.perf_counter() - start, 2))
+    return calibration.replicate_records(result, params.audit,
+                                         {"scenario": name, "control": scenario.control,
+                                          "lags_differ_truth": scenario.lags_differ, "replicate": replicate,
+                                          "spread": scenario.spread, "moderator": scenario.moderator},
+                                         round(time.perf_counter() - start, 2))
 
 
 def train_stacked(names: list[str], source: Source, params: Params, root: Path, seeds: int, neural: int,
@@ -343,6 +350,63 @@ def train_stacked(names: list[str], source: Source, params: Params, root: Path, 
         log(f"{label.format(done)} {name}: trained ({minutes:.1f} min so far, about "
             f"{minutes / done * (len(names) - done):.1f} min left)")
     return True
+
+
+# the size of an own panel's study, by default (the workflow's config/config.yaml says the same, which a test checks):
+# 15 surrogates a scenario with the classical family, 5 seeds each: about 3 minutes on 2 cores for the example panel
+# (40 entities x 25 years). An AC-GATE replicate costs 10-20 classical ones, and the one or two a scenario that fit in
+# such a time bound nothing (0 of 2 says power < 84 %), so AC-GATE's rates are asked for, not given by default: about
+# 20 a scenario measure them (the committed economics and energy studies)
+STUDY = {"replicates": 15, "neural": 0, "seeds": 5}
+
+
+@dataclass
+class Study:
+    """A finished study (:func:`run_study`): its surrogates' source, scenarios and settings, every replicate's
+    records, the table of "supported" shares (:func:`acgate.audit.calibration.calibration_table`), the error rates
+    (:func:`error_rates`), and how long it took on how many processes, with the provenance of its start."""
+
+    source: Source
+    names: list[str]
+    settings: dict  # replicates, neural_replicates, seeds
+    replicates: pd.DataFrame
+    table: pd.DataFrame
+    rates: dict
+    minutes: float
+    workers: int
+    started: dict
+
+    def write_record(self, path: Path, params: Params) -> None:
+        """The study's record (:func:`write_record`) at ``path``."""
+        write_record(path, self.source, params, self.names, self.settings["replicates"],
+                     self.settings["neural_replicates"], self.settings["seeds"], self.rates, self.minutes,
+                     self.workers, self.started)
+
+
+def run_study(source: Source, params: Params, out: Path, scenarios: list[str] | tuple = (),
+              replicates: int = STUDY["replicates"], neural: int = STUDY["neural"], seeds: int = STUDY["seeds"],
+              jobs: int = 0, log: Callable[[str], None] = print) -> Study:
+    """The study of the panel ``source`` was made from, under ``out``: ``replicates`` surrogates of each of
+    ``scenarios`` (empty: every one the panel allows), the first ``neural`` of each with the AC-GATE family too,
+    ``seeds`` seeds each, in ``jobs`` processes (0: one per core); its replicates' records go to
+    ``out/replicates.csv``. The plan is said first, then a line per replicate with the time left."""
+    names = source.scenarios(scenarios)
+    workers = jobs or os.cpu_count() or 1
+    order = plan(names, replicates, neural)
+    log(f"{len(order)} surrogate audits of {params.domain} ({source.panel.n_entities} entities x "
+        f"{len(source.panel.times)} steps): {len(names)} scenarios x {replicates} replicates, {seeds} seeds each, the "
+        f"AC-GATE family in {min(neural, replicates)} of each; {workers} at once -> {shown(out)}")
+    start, started = time.perf_counter(), calibration.provenance(params)
+    train_stacked(names, source, params, out, seeds, min(neural, replicates), log)
+    work = functools.partial(run_replicate, source=source, params=params, root=out, seeds=seeds, neural=neural)
+    found = calibration.run_replicates(order, work, jobs=workers, log=log, label="panel-matched",
+                                       kind=lambda name, r: "with AC-GATE" if r < neural else "classical")
+    minutes = (time.perf_counter() - start) / 60
+    write_csv(Path(out) / "replicates.csv", found, index=False)
+    log(f"{len(order)} replicates in {minutes:.1f} min ({workers} processes)")
+    table = calibration.calibration_table(found)
+    return Study(source, names, {"replicates": replicates, "neural_replicates": neural, "seeds": seeds}, found,
+                 table, error_rates(table, source.about), minutes, workers, started)
 
 
 def plan(names: list[str], replicates: int, neural: int = 0) -> list[tuple[str, int]]:
