@@ -3,6 +3,7 @@
 import os
 import socket
 import tempfile
+import time
 from pathlib import Path
 
 import nbformat
@@ -101,3 +102,17 @@ def test_notebooks_sharing_a_kernel_see_only_what_they_define(tmp_path, monkeypa
 def test_progress_lines_name_a_notebook_by_its_last_two_folders():
     assert execution.where(Path("/work/runs/economics/seed03/03_train.ipynb")) == "economics/seed03"
     assert execution.where(Path("/tmp/study.ipynb")) == "tmp"  # not "//tmp"
+
+
+def test_a_notebook_silent_for_a_while_says_which_cell_it_is_running(tmp_path, capfd, monkeypatch):
+    """04_audit and 05_report computed for up to 86 s with nothing on the terminal; after HEARTBEAT seconds without a
+    line, the runner says which cell runs (and stops when the notebook ends)."""
+    monkeypatch.setattr(execution, "HEARTBEAT", 0.5)
+    source = toy_notebook(tmp_path / "quiet.py", '# %% tags=["parameters"]\nvalue = 1\n\n'
+                          "# %%\nx = 1\n\n# %%\nimport time\ntime.sleep(2.5)\n")
+    execute_notebook(source, tmp_path / "toy" / "audit" / "quiet.ipynb", {"value": 2})
+    beats = [line for line in capfd.readouterr().err.splitlines() if "quiet.py: running cell" in line]
+    assert beats and all(line.startswith("toy/audit: quiet.py: running cell ") for line in beats), beats
+    assert "running cell 4 of 4 (" in beats[-1]  # the parameters, the injected ones, two cells: the last runs
+    time.sleep(1.5)
+    assert "running cell" not in capfd.readouterr().err  # the heartbeat ended with the notebook

@@ -3,7 +3,8 @@
 a kernel of its own, one ``key=value`` per notebook parameter. The executed copy appears at the output path only
 when every cell ran; the notebook's output streams into ``<output>.log`` while it runs, its progress lines
 (``[<method> seed <n>] ...``; the calibrations' replicates), its ``WARNING:`` and ``PROBLEM:`` lines and, every
-:data:`BAR_EVERY` seconds, the state of a training progress bar also to the terminal; a failed run leaves its partly
+:data:`BAR_EVERY` seconds, the state of a training progress bar also to the terminal, and after :data:`HEARTBEAT`
+seconds without any of those, the cell it is running (so no step is silent for long); a failed run leaves its partly
 executed copy beside it as ``.<name>.partial.ipynb``. Several seeds run in one kernel whose namespace is cleared
 between runs (:func:`execute_notebooks`), so that a kernel's start and imports are not paid per seed.
 """
@@ -15,6 +16,7 @@ import os
 import re
 import sys
 import tempfile
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -33,6 +35,8 @@ SINGLE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_T
 PROGRESS = re.compile(r"^\s*(\[(\w+ seed \d+|(calibration|panel-matched( stacked)?) \d+/\d+)\]|WARNING:|PROBLEM:)")
 BAR = re.compile(r"^\s*\w+ seed \d+:\s+\d+%\|")  # its progress bar: "acgate seed 3:  45%|####5  | 90/200 [...]"
 BAR_EVERY = 5.0  # seconds between two echoes of a progress bar
+CELL = re.compile(r"^Executing Cell (\d+)")  # Papermill's line as a cell starts
+HEARTBEAT = 15.0  # seconds without a line on the terminal after which a running notebook says which cell it is in
 
 
 def where(output: Path) -> str:
@@ -42,23 +46,44 @@ def where(output: Path) -> str:
 
 
 class _Progress(logging.Handler):
-    """Echoes the progress lines of a notebook's output to the terminal, prefixed with where the notebook runs, and
-    the state of its progress bar every :data:`BAR_EVERY` seconds."""
+    """Echoes the progress lines of a notebook's output to the terminal, prefixed with where the notebook runs, the
+    state of its progress bar every :data:`BAR_EVERY` seconds, and, after :data:`HEARTBEAT` seconds without a line
+    there, which of its ``cells`` it is running (an audit or a report computing for a minute said nothing before)."""
 
-    def __init__(self, terminal: int, where: str):
+    def __init__(self, terminal: int, where: str, name: str, cells: int):
         super().__init__()
-        self.stream, self.where = os.fdopen(os.dup(terminal), "w", buffering=1), where
-        self.last_bar = time.monotonic()
+        self.stream = os.fdopen(os.dup(terminal), "w", buffering=1)
+        self.where, self.name, self.cells = where, name, cells
+        self.start = self.last_bar = self.last_line = time.monotonic()
+        self.cell = 0
+        self.writing, self.done = threading.Lock(), threading.Event()  # (logging.Handler has a self.lock of its own)
+        self.beat = threading.Thread(target=self._beat, daemon=True)
+        self.beat.start()
+
+    def _write(self, line: str) -> None:
+        with self.writing:
+            self.stream.write(f"{self.where}: {line}\n")
+            self.last_line = time.monotonic()
 
     def emit(self, record: logging.LogRecord) -> None:
         for line in re.split(r"[\r\n]", record.getMessage()):
+            if started := CELL.match(line):
+                self.cell = int(started[1])
             bar_due = BAR.match(line) and time.monotonic() - self.last_bar >= BAR_EVERY
             if bar_due:
                 self.last_bar = time.monotonic()
             if PROGRESS.match(line) or bar_due:
-                self.stream.write(f"{self.where}: {line.strip()}\n")
+                self._write(line.strip())
+
+    def _beat(self) -> None:
+        while not self.done.wait(min(1.0, HEARTBEAT)):
+            now = time.monotonic()
+            if now - self.last_line >= HEARTBEAT:
+                self._write(f"{self.name}: running cell {self.cell} of {self.cells} ({now - self.start:.0f} s so far)")
 
     def close(self) -> None:
+        self.done.set()
+        self.beat.join()
         self.stream.close()
         super().close()
 
@@ -218,7 +243,11 @@ def _execute(papermill, kernel, notebook: Path, source: Path, output: Path, para
     logger = logging.getLogger("papermill")
     handler = logging.FileHandler(log)
     handler.setFormatter(logging.Formatter("%(message)s"))
-    progress = _Progress(terminal, where(output))
+    import nbformat
+
+    # Papermill numbers every cell, and adds one for the parameters it injects
+    cells = len(nbformat.read(source, as_version=4).cells) + bool(parameters)
+    progress = _Progress(terminal, where(output), notebook.name, cells)
     logger.addHandler(handler)
     logger.addHandler(progress)
     start = time.perf_counter()
