@@ -30,7 +30,7 @@ def test_a_dataframe_is_audited_in_one_call_and_a_second_call_trains_nothing(tmp
     assert all(line in text for line in result.warnings)
     # the panel-matched study ran before the audit, and its rates stand beside the verdicts, the page's and the text's
     assert result.result.error_rates["settings"] == {"replicates": 1, "neural_replicates": 1, "seeds": 2}
-    assert "On surrogates of this panel (1 a scenario, 1 with AC-GATE, 2 seeds each), how often" in text
+    assert "On surrogates of this panel (1 a scenario, 1 with AC-GATE, 2 seeds each): false supports" in text
     assert "- L1 the proxies hold the lags, Moderated DL: false in " in text
     assert "- lags differ at all: false in" in text
     assert "- L0 forecast" not in text  # the surrogates test no forecast

@@ -101,13 +101,16 @@ class PanelAudit:
         out.write("\nOn surrogates of this panel" + (f" ({settings['replicates']} a scenario, "
                                                      f"{settings['neural_replicates']} with AC-GATE, "
                                                      f"{settings['seeds']} seeds each)" if settings else "")
-                  + ", how often each rule says \"supported\" where it must not, and the smallest lag spread it "
-                  "detects in 80 %:\n")
-        for layer, row in self.rates().iloc[1:].iterrows():  # not L0: the surrogates test no forecast
-            if layer == "lags differ at all":  # one statement for both references
-                out.write(f"- {layer}: {row.iloc[0]}\n")
-            else:
-                out.writelines(f"- {layer}, {reference}: {text}\n" for reference, text in row.items())
+                  + ": false supports in the nulls, and the smallest lag spread detected in 80 %\n")
+        rates = self.rates().iloc[1:]  # not L0: the surrogates test no forecast
+        layers, differ = rates.iloc[:-1], rates.iloc[-1]  # the lags-differ statement: one for both references
+        unmeasured = {reference: texts.iloc[0] for reference, texts in layers.items()
+                      if texts.iloc[0].startswith("not measured") and (texts == texts.iloc[0]).all()}
+        for layer, row in layers.iterrows():
+            out.writelines(f"- {layer}, {reference}: {text}\n" for reference, text in row.items()
+                           if reference not in unmeasured)
+        out.write(f"- {differ.name}: {differ.iloc[0]}\n")
+        out.writelines(f"- L1-L3, {reference}: {text}\n" for reference, text in unmeasured.items())
         if self.warnings:
             out.write(f"\n{len(self.warnings)} problem(s) and warning(s):\n")
             out.writelines(f"- {text}\n" for text in self.warnings)
