@@ -18,10 +18,11 @@
 #                         its figure; about 70 minutes on 2 cores from scratch; make paper keeps one of the current
 #                         rules)
 #   make panel-matched    the panel-matched error rates of economics and energy (07_panel_matched: 40 surrogates of
-#                         each scenario of each panel, audited, the AC-GATE family in 20 of them, as the committed
-#                         tables/<domain>_panel_matched.*), with the grid they need (about 3.5 hours on 2 cores, most of
-#                         it AC-GATE's training; CONFIG=panel_matched_neural_replicates=5 for a shorter study whose
-#                         AC-GATE rates bound less); an own panel's grid runs its study by itself
+#                         each scenario of each panel and 120 of each null one, audited, the AC-GATE family in 20 of
+#                         them), with the grid they need (about 4.5 hours on 2 cores, most of it AC-GATE's training;
+#                         CONFIG=panel_matched_neural_replicates=5 for a shorter study whose AC-GATE rates bound less;
+#                         the committed tables/<domain>_panel_matched.* have 40 of each null); an own panel's grid
+#                         runs its study by itself
 #   make dry-run          list the jobs `make paper` would run (a count per rule) and why (per rule), running none
 #   make unlock           release the workflow's lock after a hard kill or power loss, then rerun `make paper`
 #   make bench            speed and memory benchmark (one thread per run; CUDA too when present): prints its figures
@@ -120,7 +121,7 @@ calibrate: setup
 
 panel-matched: setup
 	$(SNAKEMAKE) --config 'panel_matched_domains=[economics, energy]' panel_matched_replicates=40 \
-		panel_matched_neural_replicates=20 $(CONFIG)
+		panel_matched_null_replicates=120 panel_matched_neural_replicates=20 $(CONFIG)
 
 dry-run: setup
 	$(SNAKEMAKE) --dry-run --quiet rules $(if $(CONFIG),--config $(CONFIG))

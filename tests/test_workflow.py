@@ -400,6 +400,8 @@ def test_bad_seeds_domains_and_methods_stop_with_the_value_named(tmp_path):
                            ("methods=[grouped_ardl]", "domain 'synthetic_linear': method(s) grouped_ardl not in its "
                                                       "params file"),
                            ("seeds_per_job=0", "seeds_per_job = 0: must be a positive whole number"),
+                           ("panel_matched_null_replicates=-1", "panel_matched_null_replicates = -1: must be a whole "
+                                                                "number, 0 or more"),
                            ("run_dir=elsewhere", "config key 'run_dir' is not one of the workflow's: did you mean "
                                                  "'runs_dir'?"),
                            ("seed=3", "config key 'seed' is not one of the workflow's: did you mean 'seeds'?")):

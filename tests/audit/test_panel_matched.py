@@ -30,6 +30,7 @@ from acgate.report import inputs, paper_tables
 ROOT = Path(__file__).resolve().parents[2]
 SMOKE = "params/smoke_panel.yaml"
 CLASSICAL = ["moderated_dl", "shared_dl", "shuffled_dl", "proxy_scaled_dl"]
+SETTINGS = {"replicates": 2, "neural_replicates": 1, "seeds": 2}
 
 
 @pytest.fixture(scope="module")
@@ -230,7 +231,7 @@ def test_a_study_record_keeps_the_provenance_of_its_start(example, source, tmp_p
     started = calibration.provenance(on_cpu)
     monkeypatch.setattr(runs, "git_sha", lambda: "committed-while-it-ran")
     path = tmp_path / panel_matched.RECORD
-    panel_matched.write_record(path, source, on_cpu, ["one_curve"], 2, 1, 2, {}, 0.1, 1, started)
+    panel_matched.write_record(path, source, on_cpu, ["one_curve"], SETTINGS, {}, 0.1, 1, started)
     record = json.loads(path.read_text())
     assert record["git_sha"] == started["git_sha"] != "committed-while-it-ran" and record["device"] == "cpu"
     auto = dataclasses.replace(params, train=dataclasses.replace(params.train, device="auto"))
@@ -241,7 +242,7 @@ def test_a_study_of_another_panel_or_other_params_is_refused(example, source, tm
     params, _, panel = example
     path = tmp_path / panel_matched.RECORD
     rates = {"moderated_dl": {"L1": {"sentence": "x"}}}
-    panel_matched.write_record(path, source, params, ["one_curve"], 2, 1, 2, rates, 0.1, 1,
+    panel_matched.write_record(path, source, params, ["one_curve"], SETTINGS, rates, 0.1, 1,
                                calibration.provenance(params))
     assert panel_matched.read_rates(path, panel, params)["error_rates"] == rates
     changed = dataclasses.replace(panel, Y=panel.Y + 1)
@@ -326,6 +327,13 @@ def test_the_plan_spreads_the_dear_replicates_among_the_cheap_ones():
     assert dear[0] == 0 and order[1][1] >= 2  # both kinds among the first jobs
     assert max(b - a for a, b in zip(dear, dear[1:], strict=False)) <= 5  # 6 dear among 30: one every 5
     assert panel_matched.plan(names, 2, 0) == [(n, r) for r in range(2) for n in names]
+    # false support needs more replicates to bound than power: the null scenarios may have more
+    order = panel_matched.plan([*names, "proxy_lags_one", "stratifier_lags_half"], 4, 1, null_replicates=10)
+    counts = {name: sum(1 for n, _ in order if n == name) for name in dict.fromkeys(n for n, _ in order)}
+    assert counts == {**dict.fromkeys(names, 10), "proxy_lags_one": 4, "stratifier_lags_half": 10}
+    assert sorted(r for n, r in order if n == "proxy_lags_one") == [0, 1, 2, 3] and len(set(order)) == len(order)
+    dear = [i for i, (_, r) in enumerate(order) if r == 0]  # the AC-GATE replicate of each scenario, spread out
+    assert len(dear) == 5 and dear[0] == 0 and max(b - a for a, b in zip(dear, dear[1:], strict=False)) <= 12
 
 
 def test_a_one_seed_replicate_tests_the_classical_l3_over_entities(example, source, tmp_path):

@@ -368,7 +368,7 @@ class Study:
 
     source: Source
     names: list[str]
-    settings: dict  # replicates, neural_replicates, seeds
+    settings: dict  # replicates, neural_replicates, seeds (and null_replicates where they differ)
     replicates: pd.DataFrame
     table: pd.DataFrame
     rates: dict
@@ -378,24 +378,25 @@ class Study:
 
     def write_record(self, path: Path, params: Params) -> None:
         """The study's record (:func:`write_record`) at ``path``."""
-        write_record(path, self.source, params, self.names, self.settings["replicates"],
-                     self.settings["neural_replicates"], self.settings["seeds"], self.rates, self.minutes,
-                     self.workers, self.started)
+        write_record(path, self.source, params, self.names, self.settings, self.rates, self.minutes, self.workers,
+                     self.started)
 
 
 def run_study(source: Source, params: Params, out: Path, scenarios: list[str] | tuple = (),
               replicates: int = STUDY["replicates"], neural: int = STUDY["neural"], seeds: int = STUDY["seeds"],
-              jobs: int = 0, log: Callable[[str], None] = print) -> Study:
+              jobs: int = 0, null_replicates: int = 0, log: Callable[[str], None] = print) -> Study:
     """The study of the panel ``source`` was made from, under ``out``: ``replicates`` surrogates of each of
-    ``scenarios`` (empty: every one the panel allows), the first ``neural`` of each with the AC-GATE family too,
-    ``seeds`` seeds each, in ``jobs`` processes (0: one per core); its replicates' records go to
-    ``out/replicates.csv``. The plan is said first, then a line per replicate with the time left."""
+    ``scenarios`` (empty: every one the panel allows) and ``null_replicates`` (0: as many) of each null one
+    (:func:`plan`), the first ``neural`` of each with the AC-GATE family too, ``seeds`` seeds each, in ``jobs``
+    processes (0: one per core); its replicates' records go to ``out/replicates.csv``. The plan is said first, then a
+    line per replicate with the time left."""
     names = source.scenarios(scenarios)
     workers = jobs or os.cpu_count() or 1
-    order = plan(names, replicates, neural)
+    order = plan(names, replicates, neural, null_replicates)
+    nulls = f" ({null_replicates} of each null)" if null_replicates else ""
     log(f"{len(order)} surrogate audits of {params.domain} ({source.panel.n_entities} entities x "
-        f"{len(source.panel.times)} steps): {len(names)} scenarios x {replicates} replicates, {seeds} seeds each, the "
-        f"AC-GATE family in {min(neural, replicates)} of each; {workers} at once -> {shown(out)}")
+        f"{len(source.panel.times)} steps): {len(names)} scenarios x {replicates} replicates{nulls}, {seeds} seeds "
+        f"each, the AC-GATE family in {min(neural, replicates)} of each; {workers} at once -> {shown(out)}")
     start, started = time.perf_counter(), calibration.provenance(params)
     train_stacked(names, source, params, out, seeds, min(neural, replicates), log)
     work = functools.partial(run_replicate, source=source, params=params, root=out, seeds=seeds, neural=neural)
@@ -405,16 +406,21 @@ def run_study(source: Source, params: Params, out: Path, scenarios: list[str] | 
     write_csv(Path(out) / "replicates.csv", found, index=False)
     log(f"{len(order)} replicates in {minutes:.1f} min ({workers} processes)")
     table = calibration.calibration_table(found)
-    return Study(source, names, {"replicates": replicates, "neural_replicates": neural, "seeds": seeds}, found,
-                 table, error_rates(table, source.about), minutes, workers, started)
+    settings = {"replicates": replicates, "neural_replicates": neural, "seeds": seeds,
+                **({"null_replicates": null_replicates} if null_replicates else {})}
+    return Study(source, names, settings, found, table, error_rates(table, source.about), minutes, workers, started)
 
 
-def plan(names: list[str], replicates: int, neural: int = 0) -> list[tuple[str, int]]:
-    """(scenario, replicate) of every replicate, the scenarios in turn within each replicate number, and the ``neural``
-    first replicates of each scenario (the AC-GATE family's, about ten times as dear) spread evenly among the others,
-    so that the cost of both kinds is known early (the time left is estimated per kind) and the progress is even."""
-    dear = [(name, r) for r in range(min(neural, replicates)) for name in names]
-    cheap = [(name, r) for r in range(min(neural, replicates), replicates) for name in names]
+def plan(names: list[str], replicates: int, neural: int = 0, null_replicates: int = 0) -> list[tuple[str, int]]:
+    """(scenario, replicate) of every replicate: ``replicates`` of each scenario, ``null_replicates`` (0: as many) of
+    each whose proxies hold no lags (``control`` negative: a false-support rate needs more replicates to bound than a
+    power does), the scenarios in turn within each replicate number, and the ``neural`` first replicates of each
+    scenario (the AC-GATE family's, 10-20 times as dear) spread evenly among the others, so that the cost of both
+    kinds is known early (the time left is estimated per kind) and the progress is even."""
+    count = {name: null_replicates or replicates if SCENARIOS[name].control == "negative" else replicates
+             for name in names}
+    dear = [(name, r) for r in range(neural) for name in names if r < count[name]]
+    cheap = [(name, r) for r in range(neural, max(count.values(), default=0)) for name in names if r < count[name]]
     order, taken = [], 0
     for i, item in enumerate(dear, start=1):
         order.append(item)
@@ -509,16 +515,16 @@ def params_digest(params: Params) -> str:
     return hashlib.sha256(json.dumps(params.to_dict(), sort_keys=True).encode()).hexdigest()[:12]
 
 
-def write_record(path: Path, source: Source, params: Params, names: list[str], replicates: int, neural: int,
-                 seeds: int, rates: dict, minutes: float, workers: int, started: dict) -> None:
+def write_record(path: Path, source: Source, params: Params, names: list[str], settings: dict, rates: dict,
+                 minutes: float, workers: int, started: dict) -> None:
     """The study's record (``panel_matched.json``): the panel and params it matched (digests), the rules' and the
-    surrogates' versions, the settings, the surrogates' sources, the error rates and the provenance (``started``:
+    surrogates' versions, the settings (replicates, neural_replicates, seeds; null_replicates where they differ),
+    the surrogates' sources, the error rates and the provenance (``started``:
     :func:`acgate.audit.calibration.provenance` as the study started)."""
     write_json(Path(path), {
         "domain": params.domain, "panel_digest": panel_digest(source.panel), "params_digest": params_digest(params),
         "rules_version": RULES_VERSION, "surrogate_version": SURROGATE_VERSION,
-        "scenarios": {n: SCENARIOS[n].description for n in names},
-        "settings": {"replicates": replicates, "neural_replicates": neural, "seeds": seeds},
+        "scenarios": {n: SCENARIOS[n].description for n in names}, "settings": settings,
         "source": source.about, "error_rates": rates, "minutes": round(minutes, 1), "processes": workers,
         **started})
 
