@@ -5,8 +5,8 @@
 #                         present, the 20-seed grid of every available domain (02_synthetic_dgp, 03_train), the
 #                         audits (04_audit), the report (05_report: tables/, figures/) and the HTML view of every
 #                         executed notebook (runs/html/index.html); it names the domains it skipped and why
-#   make audit DOMAIN=d   your own panel, params/<d>.yaml (docs/own_panel.md): its preparation, 8 seeds of every
-#                         method, the panel-matched study, the audit and the report page, all in runs/panels/ (the
+#   make audit DOMAIN=d   your own panel, params/<d>.yaml (docs/own_panel.md): its preparation, the seeds and methods
+#                         it names, the panel-matched study, the audit and the report page, all in runs/panels/ (the
 #                         page: runs/panels/<d>/audit/report.html), never touching the paper's folders; CONFIG adds
 #                         settings, e.g. CONFIG=panel_matched_replicates=20 for a longer, more precise study
 #   make quick            the same grid with 3 seeds into runs/quick/ (its panels, tables and figures too), keeping the
@@ -84,8 +84,8 @@ QUICK := seeds=3 runs_dir=runs/quick
 PANELS := runs_dir=runs/panels
 PANELS_TIMESPAN := --max-jobs-per-timespan 100/1s
 
-.PHONY: setup paper audit scenarios quick calibrate panel-matched dry-run unlock bench data example test test-fast lint lab \
-	notebooks clean-runs
+.PHONY: setup paper audit scenarios quick calibrate panel-matched dry-run unlock bench data example test test-fast \
+	lint lab notebooks clean-runs
 
 # the package's version is written once, in lib/acgate/__init__.py; the installed metadata (which every run's manifest
 # records) takes it at install time, so a new version installs again

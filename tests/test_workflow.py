@@ -244,10 +244,10 @@ def test_snakemakes_report_shows_the_results_with_their_captions(grid, tmp_path)
     done = snakemake(workdir, "--report", str(page), config=[*SMOKE, f"domains=[{', '.join(DOMAINS)}]"], cores=None)
     assert done.returncode == 0, done.stderr[-3000:]
     for name in ("evidence.png", "use_case.png", "architecture.png", "verdict_matrix.csv", "synthetic_summary.csv",
-                 "reproduction.csv"):
+                 "reproduction.csv", "report.html"):  # report.html: each domain's audit report page
         assert f"Adding {name} (" in done.stderr, (name, done.stderr[-3000:])
     html = page.read_text()
-    for caption in ("evidence", "verdict_matrix", "workflow"):  # each rendered from its file (its first words)
+    for caption in ("evidence", "verdict_matrix", "workflow", "audit_page"):  # each from its file (its first words)
         assert " ".join((ROOT / "workflow" / "report" / f"{caption}.rst").read_text().split()[:3]) in html, caption
     assert {path: path.stat().st_mtime_ns for path in files} == before
 
