@@ -2,6 +2,7 @@
 or a study is run again): each sentence or table is rebuilt from the table it quotes and must appear as it is."""
 
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -117,3 +118,20 @@ def panel_matched_rows() -> list[str]:
 
 def test_the_panel_matched_table_in_the_docs_is_the_committed_studies():
     assert table_rows(ROOT / "docs" / "results.md", "| panel, reference, layer |") == panel_matched_rows()
+
+
+def test_the_null_size_table_in_the_docs_is_the_committed_measurement():
+    """docs/results.md's false supports per null class at 120 surrogates are tables/null_size/'s, row for row."""
+    text = (ROOT / "docs" / "results.md").read_text()
+    rows = re.findall(r"^  \| (economics|energy), `(\w+)` \| (\d+) \| (\d+) \| (\d+|\(a positive\)) \|$", text,
+                      re.MULTILINE)
+    assert len(rows) == 8, rows
+    for domain, scenario, *said in rows:
+        table = pd.read_csv(ROOT / "tables" / "null_size" / f"{domain}_panel_matched.csv")
+        table = table[(table.scenario == scenario) & (table.reference == "moderated_dl")
+                      & ((table.rule == "calibrated") | (table.layer == "lags differ"))].set_index("layer")
+        assert set(table.replicates) == {120}, (domain, scenario)
+        differ = table.loc["lags differ"]
+        found = [str(table.supported["L1"]), str(table.supported["L2"]),
+                 "(a positive)" if differ.truth == "supported" else str(differ.supported)]
+        assert found == said, (domain, scenario, found, said)
