@@ -134,8 +134,9 @@ if differ:
         print(f"{'':17s}WARNING: {warning}")
 if rates:
     study = result.error_rates["settings"]
+    nulls = f", {study['null_replicates']} of each null" if study.get("null_replicates") else ""
     print(f"panel-matched error rates: {study['replicates']} surrogates a scenario ({study['neural_replicates']} with "
-          f"AC-GATE), {study['seeds']} seeds each (this audit: {result.l0.seed.nunique()} seeds)")
+          f"AC-GATE{nulls}), {study['seeds']} seeds each (this audit: {result.l0.seed.nunique()} seeds)")
 elif result.error_rates.get("note"):
     print("panel-matched error rates:", result.error_rates["note"])
 for classical, line in result.neural_vs_classical_verdict.items():

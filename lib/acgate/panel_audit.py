@@ -37,7 +37,7 @@ from acgate.audit.verdicts import LAYERS
 from acgate.config import Params, params_from_dict
 from acgate.data import prep
 from acgate.data.panel import Panel
-from acgate.layout import audit_dir, panel_dir, panel_matched_dir
+from acgate.layout import audit_dir, panel_dir, panel_matched_dir, shown
 from acgate.runs import atomic_write, manifest
 
 # the methods of params/example_panel.yaml: AC-GATE with the twins its calibrated L1 needs and its ablations, and
@@ -98,9 +98,10 @@ class PanelAudit:
                   f"{self.result.l0.method.nunique()} methods (persistence included)\n\n")
         out.write(self.glance().to_string() + "\n")
         settings = self.result.error_rates.get("settings")
-        out.write("\nOn surrogates of this panel" + (f" ({settings['replicates']} a scenario, "
-                                                     f"{settings['neural_replicates']} with AC-GATE, "
-                                                     f"{settings['seeds']} seeds each)" if settings else "")
+        size = [f"{settings['replicates']} a scenario", f"{settings['neural_replicates']} with AC-GATE",
+                *([f"{settings['null_replicates']} of each null"] if settings.get("null_replicates") else []),
+                f"{settings['seeds']} seeds each"] if settings else []
+        out.write("\nOn surrogates of this panel" + (f" ({', '.join(size)})" if size else "")
                   + ": false supports in the nulls, and the smallest lag spread detected in 80 %\n")
         rates = self.rates().iloc[1:]  # not L0: the surrogates test no forecast
         layers, differ = rates.iloc[:-1], rates.iloc[-1]  # the lags-differ statement: one for both references
@@ -171,7 +172,7 @@ def audit_panel(frame: pd.DataFrame, *, entity: str, time: str, target: str, fea
         Where the CSV, the params file, the panel, the runs, the study and the audit go; runs there that are current
         are kept.
     study_replicates, study_neural_replicates, study_seeds : int, default 15, 0, 5
-        The panel-matched study: surrogates of each scenario, how many of them train the AC-GATE family too (10-20
+        The panel-matched study: surrogates of each scenario, how many of them train the AC-GATE family too (7-17
         times a classical one's cost; about 20 measure AC-GATE's rates, which are "not measured" with 0), and seeds
         each (the workflow's ``panel_matched_*`` settings). More replicates make its error rates more precise and
         take longer (about 3 minutes on 2 cores at the defaults for 40 entities x 25 years).
@@ -256,7 +257,7 @@ def _study(panel: Panel, params: Params, out: Path, wanted: dict, jobs: int, log
         study.write_record(record, params)
         found = panel_matched.read_rates(record, panel, params)
     else:
-        log(f"{params.domain}: the panel-matched study in {out} is current for this panel and size: kept")
+        log(f"{params.domain}: the panel-matched study in {shown(out)} is current for this panel and size: kept")
     return found
 
 

@@ -315,6 +315,12 @@ def test_an_own_panels_study_has_one_default_size_in_the_workflow_the_notebook_a
     exec(cell.source, {}, defaults)
     assert {"replicates": defaults["replicates"], "neural": defaults["neural_replicates"],
             "seeds": defaults["seeds"]} == panel_matched.STUDY
+    assert config["panel_matched_null_replicates"] == defaults["null_replicates"] == 0  # as many as the others
+
+
+def test_a_study_with_nothing_to_audit_says_so(example, source, tmp_path):
+    with pytest.raises(ValueError, match="no surrogate to audit: scenarios one_curve, 0 replicates"):
+        panel_matched.run_study(source, example[0], tmp_path, ["one_curve"], replicates=0, jobs=1, log=print)
 
 
 def test_the_plan_spreads_the_dear_replicates_among_the_cheap_ones():

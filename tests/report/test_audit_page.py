@@ -87,7 +87,7 @@ def test_the_glance_states_each_rules_error_rates_or_why_they_were_not_measured(
     assert classical[2].endswith("detects no spread up to 3 lags in 80 %")
     assert table.loc["lags differ at all"].iloc[0].endswith("detects a spread of 0.5 lags or more")
     assert neural[1] == ("not measured: the study trained no AC-GATE replicates (neural_replicates 0; about 20 a "
-                         "scenario measure its rates, each costing 10-20 classical ones)")
+                         "scenario measure its rates, each costing 7-17 classical ones)")
     assert table.iloc[0].str.startswith("not measured: a forecast comparison").all()
 
 

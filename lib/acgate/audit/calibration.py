@@ -355,7 +355,7 @@ def _start_worker() -> None:
 def remaining_minutes(seconds: dict[str, list[float]], left: list[str], jobs: int) -> float | None:
     """What is left of a run of replicates, in minutes: each replicate ``left`` (its kind) costs the mean seconds of
     the finished ones of its kind (``seconds``: kind -> their times), over ``jobs`` processes; None while a kind that
-    is left has no finished replicate (no guess: an AC-GATE replicate of a study costs 10-20 classical ones, so
+    is left has no finished replicate (no guess: an AC-GATE replicate of a study costs 7-17 classical ones, so
     costing it as a classical one said 1.5 minutes left of a 4-minute study)."""
     means = {kind: sum(times) / len(times) for kind, times in seconds.items() if times}
     if any(kind not in means for kind in left):

@@ -354,7 +354,7 @@ def train_stacked(names: list[str], source: Source, params: Params, root: Path, 
 
 # the size of an own panel's study, by default (the workflow's config/config.yaml says the same, which a test checks):
 # 15 surrogates a scenario with the classical family, 5 seeds each: about 3 minutes on 2 cores for the example panel
-# (40 entities x 25 years). An AC-GATE replicate costs 10-20 classical ones, and the one or two a scenario that fit in
+# (40 entities x 25 years). An AC-GATE replicate costs 7-17 classical ones, and the one or two a scenario that fit in
 # such a time bound nothing (0 of 2 says power < 84 %), so AC-GATE's rates are asked for, not given by default: about
 # 20 a scenario measure them (the committed economics and energy studies)
 STUDY = {"replicates": 15, "neural": 0, "seeds": 5}
@@ -391,14 +391,17 @@ def run_study(source: Source, params: Params, out: Path, scenarios: list[str] | 
     processes (0: one per core); its replicates' records go to ``out/replicates.csv``. The plan is said first, then a
     line per replicate with the time left."""
     names = source.scenarios(scenarios)
-    workers = jobs or os.cpu_count() or 1
+    workers, neural = jobs or os.cpu_count() or 1, min(neural, replicates)  # AC-GATE in the first of "replicates"
     order = plan(names, replicates, neural, null_replicates)
+    if not order:
+        raise ValueError(f"no surrogate to audit: scenarios {', '.join(names) or 'none that this panel allows'}, "
+                         f"{replicates} replicates; ask for 1 or more of a scenario the panel allows")
     nulls = f" ({null_replicates} of each null)" if null_replicates else ""
     log(f"{len(order)} surrogate audits of {params.domain} ({source.panel.n_entities} entities x "
         f"{len(source.panel.times)} steps): {len(names)} scenarios x {replicates} replicates{nulls}, {seeds} seeds "
-        f"each, the AC-GATE family in {min(neural, replicates)} of each; {workers} at once -> {shown(out)}")
+        f"each, the AC-GATE family in {neural} of each; {workers} at once -> {shown(out)}")
     start, started = time.perf_counter(), calibration.provenance(params)
-    train_stacked(names, source, params, out, seeds, min(neural, replicates), log)
+    train_stacked(names, source, params, out, seeds, neural, log)
     work = functools.partial(run_replicate, source=source, params=params, root=out, seeds=seeds, neural=neural)
     found = calibration.run_replicates(order, work, jobs=workers, log=log, label="panel-matched",
                                        kind=lambda name, r: "with AC-GATE" if r < neural else "classical")
@@ -407,7 +410,7 @@ def run_study(source: Source, params: Params, out: Path, scenarios: list[str] | 
     log(f"{len(order)} replicates in {minutes:.1f} min ({workers} processes)")
     table = calibration.calibration_table(found)
     settings = {"replicates": replicates, "neural_replicates": neural, "seeds": seeds,
-                **({"null_replicates": null_replicates} if null_replicates else {})}
+                **({"null_replicates": null_replicates} if null_replicates not in (0, replicates) else {})}
     return Study(source, names, settings, found, table, error_rates(table, source.about), minutes, workers, started)
 
 
@@ -415,9 +418,9 @@ def plan(names: list[str], replicates: int, neural: int = 0, null_replicates: in
     """(scenario, replicate) of every replicate: ``replicates`` of each scenario, ``null_replicates`` (0: as many) of
     each whose proxies hold no lags (``control`` negative: a false-support rate needs more replicates to bound than a
     power does), the scenarios in turn within each replicate number, and the ``neural`` first replicates of each
-    scenario (the AC-GATE family's, 10-20 times as dear) spread evenly among the others, so that the cost of both
+    scenario (the AC-GATE family's, 7-17 times as dear) spread evenly among the others, so that the cost of both
     kinds is known early (the time left is estimated per kind) and the progress is even."""
-    count = {name: null_replicates or replicates if SCENARIOS[name].control == "negative" else replicates
+    count = {name: (null_replicates or replicates) if SCENARIOS[name].control == "negative" else replicates
              for name in names}
     dear = [(name, r) for r in range(neural) for name in names if r < count[name]]
     cheap = [(name, r) for r in range(neural, max(count.values(), default=0)) for name in names if r < count[name]]

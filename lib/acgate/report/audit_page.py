@@ -160,7 +160,7 @@ def rates_at_a_glance(result: AuditResult, references: list[str]) -> pd.DataFram
             why = (study.get("note") or "no panel-matched study") if not rates else (
                 f"the study trained no {render.readable(reference)} replicates (neural_replicates "
                 f"{study.get('settings', {}).get('neural_replicates', 0)}; about 20 a scenario measure its rates, "
-                "each costing 10-20 classical ones)")
+                "each costing 7-17 classical ones)")
             return f"not measured: {why}"
         false = rate["false_support"]
         smallest = rate.get("smallest_detectable")
