@@ -18,7 +18,7 @@ def test_a_dataframe_is_audited_in_one_call_and_a_second_call_trains_nothing(tmp
                   proxies=["mean:capacity", "mean:openness"], static=["size"],
                   stratifiers=["mean:governance", "mean:survey_noise"], seeds=2, methods=METHODS, workdir=tmp_path,
                   train={"max_epochs": 5}, audit={"permutations": 99, "bootstrap": 99, "true_lag": "true_lag"},
-                  study_replicates=1, study_neural_replicates=1, study_seeds=2, jobs=1)
+                  study_replicates=1, study_neural_replicates=0, study_seeds=2, jobs=1)
     result = acgate.audit_panel(frame, log=lines.append, **kwargs)
     written = read_audit(result.report.parent)  # what the workflow's audit writes, read back
     assert result.result.verdicts_by_reference == written.verdicts_by_reference
@@ -29,10 +29,11 @@ def test_a_dataframe_is_audited_in_one_call_and_a_second_call_trains_nothing(tmp
     assert "AC-GATE audit of my_panel: 2 seeds" in text and "lags differ" in text and str(result.report) in text
     assert all(line in text for line in result.warnings)
     # the panel-matched study ran before the audit, and its rates stand beside the verdicts, the page's and the text's
-    assert result.result.error_rates["settings"] == {"replicates": 1, "neural_replicates": 1, "seeds": 2}
-    assert "On surrogates of this panel (1 a scenario, 1 with AC-GATE, 2 seeds each): false supports" in text
+    assert result.result.error_rates["settings"] == {"replicates": 1, "neural_replicates": 0, "seeds": 2}
+    assert "On surrogates of this panel (1 a scenario, 0 with AC-GATE, 2 seeds each): false supports" in text
     assert "- L1 the proxies hold the lags, Moderated DL: false in " in text
     assert "- lags differ at all: false in" in text
+    assert "- L1-L3, AC-GATE: not measured: the study trained no AC-GATE replicates" in text  # one line, not three
     assert "- L0 forecast" not in text  # the surrogates test no forecast
     assert list(result.rates().columns) == ["AC-GATE", "Moderated DL"]
     assert len(repr(result)) < 400 and repr(result).startswith("<PanelAudit my_panel: acgate L0 ")
