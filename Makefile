@@ -102,10 +102,14 @@ paper: setup
 	$(SNAKEMAKE) $(if $(CONFIG),--config $(CONFIG))
 
 # DOMAIN: one plain name (letters, digits, _): params/<DOMAIN>.yaml, or the file CONFIG="'params={<DOMAIN>: path}'"
-# names (the workflow says which params files exist when neither does)
+# names (the workflow says which params files exist when neither does); checked before anything runs, set-up included
+ifneq ($(filter audit,$(MAKECMDGOALS)),)
+ifeq ($(shell echo '$(DOMAIN)' | grep -xE '[A-Za-z0-9_]+'),)
+$(error make audit needs DOMAIN=<your_domain>, the name of params/<your_domain>.yaml (letters, digits, _), e.g. make \
+audit DOMAIN=example_panel after make example)
+endif
+endif
 audit: setup
-	@echo '$(DOMAIN)' | grep -qxE '[A-Za-z0-9_]+' || { echo "make audit needs DOMAIN=<your_domain>, the name of \
-	params/<your_domain>.yaml (letters, digits, _), e.g. make audit DOMAIN=example_panel after make example"; exit 1; }
 	$(SNAKEMAKE) $(PANELS_TIMESPAN) --config 'domains=[$(DOMAIN)]' $(PANELS) $(CONFIG)
 
 scenarios: setup

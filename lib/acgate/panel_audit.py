@@ -102,7 +102,7 @@ class PanelAudit:
                 *([f"{settings['null_replicates']} of each null"] if settings.get("null_replicates") else []),
                 f"{settings['seeds']} seeds each"] if settings else []
         out.write("\nOn surrogates of this panel" + (f" ({', '.join(size)})" if size else "")
-                  + ": false supports in the nulls, and the smallest lag spread detected in 80 %\n")
+                  + ":\nfalse supports in the nulls, and the smallest lag spread detected in 80 %\n")
         rates = self.rates().iloc[1:]  # not L0: the surrogates test no forecast
         layers, differ = rates.iloc[:-1], rates.iloc[-1]  # the lags-differ statement: one for both references
         unmeasured = {reference: texts.iloc[0] for reference, texts in layers.items()
@@ -189,6 +189,10 @@ def audit_panel(frame: pd.DataFrame, *, entity: str, time: str, target: str, fea
     PanelAudit
         The verdicts, warnings and the report's path; ``summary()`` prints them.
     """
+    if study_replicates != 0:  # 0 leaves the study out; a bad size stops here, before any training
+        panel_matched.check_size({"replicates": "study_replicates", "neural": "study_neural_replicates",
+                                  "seeds": "study_seeds"}, study_replicates, study_neural_replicates, study_seeds,
+                                 jobs)
     workdir = Path(workdir).resolve()
     columns = [entity, time, target, *features, *(prep.parse_summary(spec)[1] for spec in
                                                  (*proxies, *stratifiers, *static))]

@@ -382,6 +382,19 @@ class Study:
                      self.started)
 
 
+def check_size(names: dict[str, str], replicates: int, neural: int, seeds: int, jobs: int,
+               null_replicates: int = 0) -> None:
+    """Stop with the parameter named (``names``: each argument's name where the caller calls it otherwise) unless a
+    study's size is whole numbers: ``replicates``, ``seeds`` at least 1, ``neural``, ``jobs`` and
+    ``null_replicates`` at least 0."""
+    least = {"replicates": (replicates, 1), "neural": (neural, 0), "seeds": (seeds, 1), "jobs": (jobs, 0),
+             "null_replicates": (null_replicates, 0)}
+    for argument, (value, low) in least.items():
+        if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < low:
+            raise ValueError(f"{names.get(argument, argument)} = {value!r}: a whole number of {low} or more is needed"
+                             + (" (0: one process per CPU core)" if argument == "jobs" else ""))
+
+
 def run_study(source: Source, params: Params, out: Path, scenarios: list[str] | tuple = (),
               replicates: int = STUDY["replicates"], neural: int = STUDY["neural"], seeds: int = STUDY["seeds"],
               jobs: int = 0, null_replicates: int = 0, log: Callable[[str], None] = print) -> Study:
@@ -390,6 +403,7 @@ def run_study(source: Source, params: Params, out: Path, scenarios: list[str] | 
     (:func:`plan`), the first ``neural`` of each with the AC-GATE family too, ``seeds`` seeds each, in ``jobs``
     processes (0: one per core); its replicates' records go to ``out/replicates.csv``. The plan is said first, then a
     line per replicate with the time left."""
+    check_size({}, replicates, neural, seeds, jobs, null_replicates)
     names = source.scenarios(scenarios)
     workers, neural = jobs or os.cpu_count() or 1, min(neural, replicates)  # AC-GATE in the first of "replicates"
     order = plan(names, replicates, neural, null_replicates)
