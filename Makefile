@@ -104,9 +104,14 @@ paper: setup
 # DOMAIN: one plain name (letters, digits, _): params/<DOMAIN>.yaml, or the file CONFIG="'params={<DOMAIN>: path}'"
 # names (the workflow says which params files exist when neither does); checked before anything runs, set-up included
 ifneq ($(filter audit,$(MAKECMDGOALS)),)
-ifeq ($(shell echo '$(DOMAIN)' | grep -xE '[A-Za-z0-9_]+'),)
+# in make itself, no shell: what is left of DOMAIN once every allowed character is taken out must be nothing
+DOMAIN_CHARACTERS := a b c d e f g h i j k l m n o p q r s t u v w x y z A B C D E F G H I J K L M N O P Q R S T U V \
+	W X Y Z 0 1 2 3 4 5 6 7 8 9 _
+DOMAIN_LEFT := $(DOMAIN)
+$(foreach c,$(DOMAIN_CHARACTERS),$(eval DOMAIN_LEFT := $$(subst $(c),,$$(DOMAIN_LEFT))))
+ifneq ($(words $(DOMAIN))$(DOMAIN_LEFT),1)
 $(error make audit needs DOMAIN=<your_domain>, the name of params/<your_domain>.yaml (letters, digits, _), e.g. make \
-audit DOMAIN=example_panel after make example)
+audit DOMAIN=example_panel after make example (given: DOMAIN=$(DOMAIN)))
 endif
 endif
 audit: setup

@@ -68,6 +68,8 @@ if params.data is None:
     raise ValueError(f"domain '{domain}' is synthetic: its panels carry their own truth, and 06_audit_calibration "
                      "measures the rules on such panels; this notebook is for data domains (a data section)")
 folders = grid_folders([profile_file], runs_dir, data_dir, tables_dir, figures_dir)
+panel_matched.check_size(replicates, neural_replicates, seeds or params.n_seeds, jobs, null_replicates,
+                         names={"neural": "neural_replicates"}, zero={"seeds": "0: the domain's n_seeds"})
 panel = Panel.load(panel_dir(root / folders["data_dir"], params.domain))
 out = panel_matched_dir(root / folders["runs_dir"], params.domain)
 source = panel_matched.fit_source(panel, params)

@@ -104,6 +104,7 @@ PartitionName=debug Nodes={host} Default=YES MaxTime=INFINITE State=UP
 
 
 def test_a_grid_runs_on_slurm_as_it_runs_locally(cluster, tmp_path):
+    # snakemake() schedules with a 1-s timespan (the tests' own), over the profiles' 20 s
     on_slurm, local = tmp_path / "slurm", tmp_path / "local"
     done = snakemake(on_slurm, "--profile", str(ROOT / "workflow" / "profiles" / "slurm"),
                      "--default-resources", "slurm_partition=debug", "mem_mb=500", "runtime=30",

@@ -554,10 +554,11 @@ def test_make_audit_runs_an_own_panel_in_runs_panels_and_says_what_it_needs():
     line = next(line for line in done.stdout.splitlines() if "--snakefile workflow/Snakefile" in line)
     assert "'domains=[example_panel]' runs_dir=runs/panels" in line, line
     assert "--max-jobs-per-timespan 100/1s" in line, line
-    for domain in ("", "a-b", "x'y"):  # refused before the set-up, which on a fresh machine takes minutes
-        refused = make("-n", "audit", f"DOMAIN={domain}")
+    for domain in ("", "a-b", "a b", "x' ;touch injected; echo 'y", "a\nb"):  # refused as make reads the Makefile:
+        refused = make("-n", "audit", f"DOMAIN={domain}")       # before the set-up, and never through a shell
         assert refused.returncode != 0 and "make audit needs DOMAIN=<your_domain>" in refused.stderr, domain
-        assert "pip install" not in refused.stdout, domain
+        assert f"(given: DOMAIN={domain})" in refused.stderr, refused.stderr
+    assert not (ROOT / "injected").exists()
 
 
 def test_an_unwritable_home_does_not_stop_make(tmp_path):

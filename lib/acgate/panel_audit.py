@@ -190,9 +190,9 @@ def audit_panel(frame: pd.DataFrame, *, entity: str, time: str, target: str, fea
         The verdicts, warnings and the report's path; ``summary()`` prints them.
     """
     if study_replicates != 0:  # 0 leaves the study out; a bad size stops here, before any training
-        panel_matched.check_size({"replicates": "study_replicates", "neural": "study_neural_replicates",
-                                  "seeds": "study_seeds"}, study_replicates, study_neural_replicates, study_seeds,
-                                 jobs)
+        panel_matched.check_size(study_replicates, study_neural_replicates, study_seeds, jobs,
+                                 names={"replicates": "study_replicates", "neural": "study_neural_replicates",
+                                        "seeds": "study_seeds"}, zero={"replicates": "0: no study"})
     workdir = Path(workdir).resolve()
     columns = [entity, time, target, *features, *(prep.parse_summary(spec)[1] for spec in
                                                  (*proxies, *stratifiers, *static))]

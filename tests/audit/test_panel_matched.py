@@ -323,11 +323,18 @@ def test_an_own_panels_study_has_one_default_size_in_the_workflow_the_notebook_a
     ({"seeds": 0}, r"seeds = 0: a whole number of 1 or more"),
     ({"neural": 1.5}, r"neural = 1.5: a whole number of 0 or more"),
     ({"jobs": -1}, r"jobs = -1: a whole number of 0 or more is needed \(0: one process per CPU core\)"),
-    ({"null_replicates": True}, r"null_replicates = True: a whole number")])
+    ({"null_replicates": True}, r"null_replicates = True: a whole number"),
+    ({"seeds": np.int64(-3)}, r"seeds = -3: a whole number of 1 or more is needed$")])
 def test_a_study_of_no_size_stops_with_the_parameter_named(example, source, tmp_path, size, message):
     with pytest.raises(ValueError, match=message):
         panel_matched.run_study(source, example[0], tmp_path, ["one_curve"], **{"jobs": 1, **size}, log=print)
     assert not any(tmp_path.iterdir())
+
+
+def test_a_study_of_scenarios_the_panel_does_not_allow_says_so(example, source, tmp_path):
+    without = dataclasses.replace(source, stratifier_score=None)  # every stratifier circular with the proxies
+    with pytest.raises(ValueError, match="no surrogate to audit: scenarios none that this panel allows"):
+        panel_matched.run_study(without, example[0], tmp_path, ["stratifier_lags_half"], jobs=1, log=print)
 
 
 def test_the_plan_spreads_the_dear_replicates_among_the_cheap_ones():

@@ -382,17 +382,23 @@ class Study:
                      self.started)
 
 
-def check_size(names: dict[str, str], replicates: int, neural: int, seeds: int, jobs: int,
-               null_replicates: int = 0) -> None:
-    """Stop with the parameter named (``names``: each argument's name where the caller calls it otherwise) unless a
-    study's size is whole numbers: ``replicates``, ``seeds`` at least 1, ``neural``, ``jobs`` and
-    ``null_replicates`` at least 0."""
+ZERO_JOBS = "0: one process per CPU core"
+
+
+def check_size(replicates: int, neural: int, seeds: int, jobs: int, null_replicates: int = 0,
+               names: dict[str, str] | None = None, zero: dict[str, str] | None = None) -> None:
+    """Stop with the parameter named unless a study's size is whole numbers: ``replicates`` and ``seeds`` at least
+    1, ``neural``, ``jobs`` and ``null_replicates`` at least 0. ``names``: each argument's name where the caller
+    calls it otherwise; ``zero``: what 0 means for an argument where the caller gives it a meaning (the message says
+    so)."""
+    names, zero = names or {}, {"jobs": ZERO_JOBS, **(zero or {})}
     least = {"replicates": (replicates, 1), "neural": (neural, 0), "seeds": (seeds, 1), "jobs": (jobs, 0),
              "null_replicates": (null_replicates, 0)}
     for argument, (value, low) in least.items():
         if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < low:
-            raise ValueError(f"{names.get(argument, argument)} = {value!r}: a whole number of {low} or more is needed"
-                             + (" (0: one process per CPU core)" if argument == "jobs" else ""))
+            shown_value = int(value) if isinstance(value, np.integer) else repr(value)
+            raise ValueError(f"{names.get(argument, argument)} = {shown_value}: a whole number of {low} or more is "
+                             "needed" + (f" ({zero[argument]})" if argument in zero else ""))
 
 
 def run_study(source: Source, params: Params, out: Path, scenarios: list[str] | tuple = (),
@@ -403,7 +409,7 @@ def run_study(source: Source, params: Params, out: Path, scenarios: list[str] | 
     (:func:`plan`), the first ``neural`` of each with the AC-GATE family too, ``seeds`` seeds each, in ``jobs``
     processes (0: one per core); its replicates' records go to ``out/replicates.csv``. The plan is said first, then a
     line per replicate with the time left."""
-    check_size({}, replicates, neural, seeds, jobs, null_replicates)
+    check_size(replicates, neural, seeds, jobs, null_replicates)
     names = source.scenarios(scenarios)
     workers, neural = jobs or os.cpu_count() or 1, min(neural, replicates)  # AC-GATE in the first of "replicates"
     order = plan(names, replicates, neural, null_replicates)
