@@ -382,16 +382,13 @@ class Study:
                      self.started)
 
 
-ZERO_JOBS = "0: one process per CPU core"
-
-
 def check_size(replicates: int, neural: int, seeds: int, jobs: int, null_replicates: int = 0,
                names: dict[str, str] | None = None, zero: dict[str, str] | None = None) -> None:
     """Stop with the parameter named unless a study's size is whole numbers: ``replicates`` and ``seeds`` at least
     1, ``neural``, ``jobs`` and ``null_replicates`` at least 0. ``names``: each argument's name where the caller
     calls it otherwise; ``zero``: what 0 means for an argument where the caller gives it a meaning (the message says
     so)."""
-    names, zero = names or {}, {"jobs": ZERO_JOBS, **(zero or {})}
+    names, zero = names or {}, {"jobs": "0: one process per CPU core", **(zero or {})}
     least = {"replicates": (replicates, 1), "neural": (neural, 0), "seeds": (seeds, 1), "jobs": (jobs, 0),
              "null_replicates": (null_replicates, 0)}
     for argument, (value, low) in least.items():
