@@ -200,3 +200,29 @@ def test_a_seedless_fit_is_fitted_once_per_panel_and_copied_to_the_other_seeds(s
     shuffled = panel.with_shuffled_proxies(3, 1)[0]
     assert shuffled.digest() == panel.digest()
     assert "copied_from" not in runner.run_method(shuffled, smoke_params, "moderated_dl", 3, tmp_path, quiet)
+
+
+@pytest.mark.parametrize("retrain", [False, True])
+def test_seeds_of_one_panel_in_one_call_fit_a_seedless_method_once(smoke_params, panel, tmp_path, monkeypatch,
+                                                                   retrain):
+    """run_seeds with every seed on one panel (a real domain, a surrogate replicate): a seedless method is fitted
+    once and copied to the other seeds, retrained or not; the same files as fits of their own. A seed-dependent
+    method (shuffled_dl) is fitted per seed."""
+    fits = []
+    counted = runner.fit_classical
+
+    def counting(*args, **kwargs):
+        fits.append(args[2])
+        return counted(*args, **kwargs)
+
+    monkeypatch.setattr(runner, "fit_classical", counting)
+    for method in ("moderated_dl", "shuffled_dl"):
+        found = runner.run_seeds(dict.fromkeys(range(3), panel), smoke_params, method, tmp_path, quiet, retrain)
+        assert [m.get("copied_from") for m in found.values()] == (
+            [None, f"seed00/{method}", f"seed00/{method}"] if method == "moderated_dl" else [None] * 3)
+    assert fits == ["moderated_dl"] + ["shuffled_dl"] * 3
+    fresh = tmp_path / "fresh"
+    runner.run_method(panel, smoke_params, "moderated_dl", 2, fresh, quiet)
+    for name in ("lags.csv", "predictions.csv", "coefficients.csv"):
+        pd.testing.assert_frame_equal(pd.read_csv(method_dir(tmp_path, smoke_params.domain, 2, "moderated_dl") / name),
+                                      pd.read_csv(method_dir(fresh, smoke_params.domain, 2, "moderated_dl") / name))

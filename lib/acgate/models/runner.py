@@ -152,13 +152,14 @@ def run_many(runs: dict[K, RunSpec], method: str, log: Callable[[str], None] = p
     in the domain only); returns each run's metrics.json under its key. A finished run is kept as in
     :func:`run_method`; the neural runs left to train are trained as one stacked model where ``train.stacked`` says
     so (:mod:`acgate.models.stacked`), else one after another; a closed-form fit that reads no seed is fitted once
-    and copied to the domain's other seeds."""
+    per panel, in this call or by an earlier one, and copied to the domain's other seeds."""
     if not runs:
         return {}
     if len({repr((run.params.model, run.params.train)) for run in runs.values()}) > 1:
         raise ValueError(f"{method}: runs trained together must share their model and train settings (their params "
                          "may differ in the domain only)")
     done, pending = {}, {}
+    fitted_here: dict[tuple[str, str, str], Path] = {}  # a seedless fit of this call, by params, panel and proxy order
     threads = next(iter(runs.values())).params.train.threads
     # one writer per run folder (a second one stops, naming the first); numpy's BLAS on the run's threads, as PyTorch
     with contextlib.ExitStack() as held, threadpool_limits(threads, user_api="blas"):
@@ -171,6 +172,10 @@ def run_many(runs: dict[K, RunSpec], method: str, log: Callable[[str], None] = p
                     "redoes it)")
                 done[key] = kept
                 continue
+            same = (params.digest(), panel.digest(), proxy_order(panel))
+            if method in SEEDLESS_METHODS and same in fitted_here:
+                done[key] = _copy_run(fitted_here[same], out, seed, log, held=True)
+                continue
             fitted = (None if retrain or method not in SEEDLESS_METHODS
                       else _fitted_for_another_seed(panel, params, method, out))
             if fitted is not None:
@@ -179,6 +184,8 @@ def run_many(runs: dict[K, RunSpec], method: str, log: Callable[[str], None] = p
                 pending[key] = runs[key]
             else:
                 done[key] = _retrain(panel, params, method, seed, out, log, bar)
+                if method in SEEDLESS_METHODS:
+                    fitted_here[same] = out
         if pending:
             done |= _retrain_stacked(pending, method, log, bar)
     return {key: done[key] for key in runs}
@@ -207,13 +214,14 @@ def _write_bytes(file: IO[bytes], content: bytes) -> None:
     file.write(content)
 
 
-def _copy_run(source: Path, out: Path, seed: int, log: Callable[[str], None]) -> dict:
+def _copy_run(source: Path, out: Path, seed: int, log: Callable[[str], None], held: bool = False) -> dict:
     """Run folder ``out`` of seed ``seed`` as a copy of ``source``, the same closed-form fit on the same panel: its
     files as they are, the manifest's seed this one's and ``copied_from`` naming the source (the fit's ``seconds``
-    stay in metrics.json, what the method costs; the report's training total counts the fit once)."""
+    stay in metrics.json, what the method costs; the report's training total counts the fit once). ``held``: the
+    caller holds ``source``'s lock and has finished writing it (read without the lock's check)."""
     (out / "metrics.json").unlink(missing_ok=True)
     remove_interrupted_writes(out)
-    with reading(source):
+    with contextlib.nullcontext() if held else reading(source):
         files = {path.name: path.read_bytes() for path in source.iterdir()
                  if path.is_file() and not path.name.startswith(".") and path.name not in ("metrics.json",
                                                                                             "manifest.json")}
