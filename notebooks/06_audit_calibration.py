@@ -38,7 +38,7 @@
 # none is supported; 30 of a positive one put the power's lower bound at 88 % when all are.
 #
 # The calibration takes about 70 minutes on 2 cores from scratch, so `make paper` keeps a calibration measured under
-# the current rules (`RULES_VERSION` of `acgate.audit.verdicts`, recorded in `audit_calibration.json` beside the
+# the current rules (`RULES_VERSIONS` of `acgate.audit.verdicts`, recorded in `audit_calibration.json` beside the
 # table) and says so; `make calibrate` measures it again.
 #
 # - **Inputs**: `params/audit_calibration.yaml`.

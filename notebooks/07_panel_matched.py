@@ -91,11 +91,14 @@ pd.Series({name: panel_matched.SCENARIOS[name].description for name in names}, n
 # ## The replicates
 # One line per finished replicate, with the time so far and an estimate of what is left. On a GPU the AC-GATE family
 # of each scenario's replicates is trained first, as one stacked model per method (a line per scenario), and the
-# replicates keep those runs.
+# replicates keep those runs. An earlier study of this size in the tables folder keeps the rates of each reference
+# whose rules have not changed since (`RULES_VERSIONS` of `acgate.audit.verdicts`): after a change to the classical
+# rules only the classical family is measured again. Delete that study's record to measure everything again.
 
 # %%
+tables = root / folders["tables_dir"]
 study = panel_matched.run_study(source, params, out, scenarios, replicates, neural_replicates, seeds or params.n_seeds,
-                                jobs, null_replicates)
+                                jobs, null_replicates, keep=tables / f"{params.domain}_panel_matched.json")
 
 # %% [markdown]
 # ## Error rates on panels like this one
@@ -107,7 +110,6 @@ study = panel_matched.run_study(source, params, out, scenarios, replicates, neur
 
 # %%
 table, rates = study.table, study.rates
-tables = root / folders["tables_dir"]
 render.write_table(table, tables, f"{params.domain}_panel_matched",
                    f"Panel-matched error rates of {params.domain}: share of surrogate audits \"supported\" per "
                    "scenario, reference, rule and layer, with 95 % Clopper-Pearson intervals and the right answer "

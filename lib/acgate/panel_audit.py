@@ -38,7 +38,7 @@ from acgate.config import Params, params_from_dict
 from acgate.data import prep
 from acgate.data.panel import Panel
 from acgate.layout import audit_dir, panel_dir, panel_matched_dir, shown
-from acgate.runs import atomic_write, manifest
+from acgate.runs import atomic_write, manifest, write_csv
 
 # the methods of params/example_panel.yaml: AC-GATE with the twins its calibrated L1 needs and its ablations, and
 # the classical yardstick with its twins
@@ -251,13 +251,16 @@ def audit_panel(frame: pd.DataFrame, *, entity: str, time: str, target: str, fea
 
 def _study(panel: Panel, params: Params, out: Path, wanted: dict, jobs: int, log: Callable[[str], None]) -> dict:
     """The error rates of the panel-matched study in ``out`` (:func:`acgate.audit.panel_matched.read_rates`), run
-    first unless one of this size is there and current for this panel and these params."""
+    first unless one of this size is there and current for this panel and these params (a reference whose rules are
+    unchanged keeps its rates: its table is beside the record)."""
     record = out / panel_matched.RECORD
     found = panel_matched.read_rates(record, panel, params)
-    if found["note"] or found["settings"] != wanted:
+    if found["note"] or found["stale"] or found["settings"] != wanted:
         source = panel_matched.fit_source(panel, params)
         study = panel_matched.run_study(source, params, out, replicates=wanted["replicates"],
-                                        neural=wanted["neural_replicates"], seeds=wanted["seeds"], jobs=jobs, log=log)
+                                        neural=wanted["neural_replicates"], seeds=wanted["seeds"], jobs=jobs,
+                                        keep=record, log=log)
+        write_csv(record.with_suffix(".csv"), study.table, index=False)
         study.write_record(record, params)
         found = panel_matched.read_rates(record, panel, params)
     else:

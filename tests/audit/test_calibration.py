@@ -53,7 +53,7 @@ def test_a_broken_calibration_record_is_not_kept_and_says_why(tmp_path, small):
         record.write_text(text)
         kept, why = calibration.reusable(tmp_path, small, ["lag_free"], 3, 2)
         assert not kept and "calibration record" in why, why
-    record.write_text(json.dumps({"rules_version": verdicts.RULES_VERSION,
+    record.write_text(json.dumps({"rules_version": verdicts.RULES_VERSIONS,
                                   "settings": calibration.settings(small, ["lag_free"], 3, 2)}, default=list))
     kept, why = calibration.reusable(tmp_path, small, ["lag_free"], 3, 2)
     assert kept and "measured the current rules" in why

@@ -16,7 +16,7 @@ import yaml
 from scipy import stats
 
 from acgate import runs
-from acgate.audit import calibration, panel_matched
+from acgate.audit import calibration, panel_matched, verdicts
 from acgate.config import load_params
 from acgate.data import prep
 from acgate.data.example import write_example
@@ -252,17 +252,33 @@ def test_a_study_of_another_panel_or_other_params_is_refused(example, source, tm
     restratified = dataclasses.replace(panel, stratifiers=shuffled)
     assert "other stratifiers" in panel_matched.read_rates(path, restratified, params)["note"]
     record = json.loads(path.read_text())
-    for key, what in (("rules_version", "other rules"), ("surrogate_version", "other surrogates")):
-        path.write_text(json.dumps({**record, key: record[key] - 1}))
-        assert what in panel_matched.read_rates(path, panel, params)["note"]
+    path.write_text(json.dumps({**record, "surrogate_version": record["surrogate_version"] - 1}))
+    assert "other surrogates" in panel_matched.read_rates(path, panel, params)["note"]
+    # rates measured under other rules of their reference are not read; one number stands for every reference
+    path.write_text(json.dumps({**record, "rules_version": record["rules_version"]["moderated_dl"] - 1}))
+    assert "other rules" in panel_matched.read_rates(path, panel, params)["note"]
+    path.write_text(json.dumps({**record, "rules_version": record["rules_version"]["moderated_dl"]}))
+    assert panel_matched.read_rates(path, panel, params)["error_rates"] == rates
+    both = {"acgate": {"L1": {"sentence": "y"}}, **rates}
+    older = {**record["rules_version"], "acgate": record["rules_version"]["acgate"] - 1}
+    path.write_text(json.dumps({**record, "error_rates": both, "rules_version": older}))
+    partly = panel_matched.read_rates(path, panel, params)
+    assert partly["note"] == "" and partly["error_rates"] == rates and partly["stale"] == ["acgate"]
     path.write_text(json.dumps(record)[:-5])
     assert "unreadable" in panel_matched.read_rates(path, panel, params)["note"]
+    path.write_text("[1, 2]")
+    assert "not a JSON object" in panel_matched.read_rates(path, panel, params)["note"]
     path.write_text(json.dumps(record))
-    # the audit takes the first study that is current: a grid's own, else the copy beside the tables
+    # the audit takes the first study that is current: a grid's own, else the copy beside the tables; one current for
+    # some references only where none is current for all
     stale = tmp_path / "stale.json"
-    stale.write_text(json.dumps({**record, "rules_version": record["rules_version"] - 1}))
+    stale.write_text(json.dumps({**record, "rules_version": record["rules_version"]["moderated_dl"] - 1}))
     assert panel_matched.current_rates([stale, path], panel, params)["file"] == str(path)
     assert "other rules" in panel_matched.current_rates([stale, tmp_path / "none.json"], panel, params)["note"]
+    partial = tmp_path / "partial.json"
+    partial.write_text(json.dumps({**record, "error_rates": both, "rules_version": older}))
+    assert panel_matched.current_rates([partial, path], panel, params)["file"] == str(path)
+    assert panel_matched.current_rates([stale, partial], panel, params)["file"] == str(partial)
     other = dataclasses.replace(params, n_seeds=params.n_seeds + 1)
     assert "other params" in panel_matched.read_rates(path, panel, other)["note"]
     assert "no panel-matched study" in panel_matched.read_rates(tmp_path / "none.json", panel, params)["note"]
@@ -391,3 +407,41 @@ def test_a_scenarios_replicates_train_their_ac_gate_family_stacked_and_keep_it(e
             assert (metrics["stacked"]["stacked_seeds"], metrics["alone"]["stacked_seeds"]) == (4, 1), method
             kstar = {folder: pd.read_csv(path / "lags.csv").kstar.to_numpy() for folder, path in found.items()}
             np.testing.assert_allclose(kstar["stacked"], kstar["alone"], atol=5e-3, err_msg=method)
+
+
+def test_a_study_measures_again_only_the_references_whose_rules_changed(example, source, tmp_path, monkeypatch):
+    """A study beside an earlier one of the same panel, params and size keeps the rates of each reference measured
+    under its current rules: after a change to the classical rules it audits the classical family alone, after one to
+    AC-GATE's the AC-GATE replicates alone, after none nothing; each time its table and rates are those of the whole
+    study measured at once (every fit here is deterministic)."""
+    params = example[0]
+    size = {"replicates": 2, "neural": 1, "seeds": 2, "jobs": 1}
+    names, record = ["one_curve", "proxy_lags_two"], tmp_path / "tables" / "example_panel_panel_matched.json"
+
+    def study(folder: str, log=lambda line: None) -> panel_matched.Study:
+        found = panel_matched.run_study(source, params, tmp_path / folder, names, **size, keep=record, log=log)
+        record.parent.mkdir(exist_ok=True)
+        found.table.to_csv(record.with_suffix(".csv"), index=False)
+        found.write_record(record, params)
+        return found
+
+    whole = study("whole")
+    assert set(whole.replicates.reference) == {"acgate", "moderated_dl"} and not whole.kept
+    for bumped, audited in (("moderated_dl", 4), ("acgate", 2)):
+        monkeypatch.setitem(verdicts.RULES_VERSIONS, bumped, verdicts.RULES_VERSIONS[bumped] + 1)
+        lines = []
+        again = study(bumped, lines.append)
+        assert set(again.replicates.reference) == {bumped} and len(again.replicates) == audited, again.replicates
+        other = next(r for r in verdicts.REFERENCES if r != bumped)
+        assert list(again.kept) == [other] and f"the rates of {other}" in lines[0], lines
+        pd.testing.assert_frame_equal(again.table, whole.table)
+        assert again.rates == whole.rates
+        written = json.loads(record.read_text())
+        assert written["rules_version"] == verdicts.RULES_VERSIONS and other in written["kept"]
+    lines = []
+    unchanged = study("unchanged", lines.append)
+    assert unchanged.replicates.empty and "measured again: nothing" in lines[0], lines
+    pd.testing.assert_frame_equal(unchanged.table, whole.table)
+    # another size measures everything again
+    size["replicates"] = 3
+    assert set(study("bigger").replicates.reference) == {"acgate", "moderated_dl"}

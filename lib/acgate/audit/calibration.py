@@ -50,7 +50,14 @@ from threadpoolctl import threadpool_limits
 
 from acgate import statistics
 from acgate.audit import domain_audit as audit
-from acgate.audit.verdicts import FAMILIES, LAYERS, RULES_VERSION, aligned_stratifiers
+from acgate.audit.verdicts import (
+    FAMILIES,
+    LAYERS,
+    RULES_VERSIONS,
+    aligned_stratifiers,
+    rules_versions,
+    versions_text,
+)
 from acgate.config import AuditConfig, Params
 from acgate.data import dgp
 from acgate.data.panel import SPLITS, Panel
@@ -301,14 +308,15 @@ def write_record(tables_dir: Path, params: Params, names: list[str], negative: i
                  minutes: float, workers: int, started: dict) -> None:
     """``audit_calibration.json`` beside the table: the rules' version, the settings, the time and the provenance
     (``started``: :func:`provenance` as the calibration started)."""
-    write_json(Path(tables_dir) / RECORD, {"rules_version": RULES_VERSION,
+    write_json(Path(tables_dir) / RECORD, {"rules_version": RULES_VERSIONS,
                                            "settings": settings(params, names, negative, positive),
                                            "minutes": round(minutes, 1), "processes": workers, **started})
 
 
 def reusable(tables_dir: Path, params: Params, names: list[str], negative: int, positive: int) -> tuple[bool, str]:
-    """Whether the calibration in ``tables_dir`` was measured under the current rules (:data:`RULES_VERSION`) and
-    these settings, so a run of the workflow may keep it; and a sentence saying why or why not."""
+    """Whether the calibration in ``tables_dir`` was measured under the current rules of both references
+    (:data:`acgate.audit.verdicts.RULES_VERSIONS`) and these settings, so a run of the workflow may keep it; and a
+    sentence saying why or why not."""
     path = Path(tables_dir) / RECORD
     if not path.is_file() or not (Path(tables_dir) / "audit_calibration.csv").is_file():
         return False, f"no calibration in {tables_dir}"
@@ -318,14 +326,16 @@ def reusable(tables_dir: Path, params: Params, names: list[str], negative: int, 
         return False, f"the calibration record {path} is unreadable ({type(err).__name__})"
     if not isinstance(record, dict):
         return False, f"the calibration record {path} is not a JSON object"
-    if record.get("rules_version") != RULES_VERSION:
-        return False, (f"the calibration in {tables_dir} measured rules version {record.get('rules_version')}, the "
-                       f"rules are now version {RULES_VERSION}")
+    measured = rules_versions(record.get("rules_version"))
+    if measured != RULES_VERSIONS:
+        return False, (f"the calibration in {tables_dir} measured rules versions {versions_text(measured)}, the "
+                       f"rules are now versions {versions_text(RULES_VERSIONS)}")
     if record.get("settings") != json.loads(json.dumps(settings(params, names, negative, positive))):
         return False, f"the calibration in {tables_dir} was measured under other settings"
-    return True, (f"the calibration in {tables_dir} measured the current rules (version {RULES_VERSION}, "
-                  f"{record.get('created_utc')}, {record.get('git_sha')}, {negative} replicates per negative and "
-                  f"{positive} per positive control): kept (make calibrate measures it again)")
+    return True, (f"the calibration in {tables_dir} measured the current rules (versions "
+                  f"{versions_text(RULES_VERSIONS)}, {record.get('created_utc')}, {record.get('git_sha')}, "
+                  f"{negative} replicates per negative and {positive} per positive control): kept (make calibrate "
+                  "measures it again)")
 
 
 HEARTBEAT = 15.0  # seconds: with replicates in worker processes, a line at least this often while they run

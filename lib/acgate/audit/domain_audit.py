@@ -220,7 +220,7 @@ class AuditResult:
             frame = getattr(self, name)
             write_csv(Path(directory) / f"{name}.csv", frame, index=False)
         write_json(Path(directory) / "verdicts.json",
-                   {"domain": self.domain, "kind": self.kind, "rules_version": verdicts.RULES_VERSION,
+                   {"domain": self.domain, "kind": self.kind, "rules_version": verdicts.RULES_VERSIONS,
                     "reference": self.config.reference,
                     "verdicts": self.verdicts, "verdicts_paper": self.verdicts_paper,
                     "verdicts_by_reference": self.verdicts_by_reference,

@@ -63,7 +63,7 @@ import pandas as pd
 from acgate import statistics
 from acgate.audit import calibration, gls
 from acgate.audit import domain_audit as audit
-from acgate.audit.verdicts import FAMILIES, RULES_VERSION
+from acgate.audit.verdicts import FAMILIES, RULES_VERSIONS, rules_versions, versions_text
 from acgate.config import Params
 from acgate.data.panel import Normalisers, Panel
 from acgate.layout import audit_dir, method_dir, panel_dir, shown
@@ -363,8 +363,9 @@ STUDY = {"replicates": 15, "neural": 0, "seeds": 5}
 @dataclass
 class Study:
     """A finished study (:func:`run_study`): its surrogates' source, scenarios and settings, every replicate's
-    records, the table of "supported" shares (:func:`acgate.audit.calibration.calibration_table`), the error rates
-    (:func:`error_rates`), and how long it took on how many processes, with the provenance of its start."""
+    records (of the references it measured), the table of "supported" shares (:func:`acgate.audit.calibration.
+    calibration_table`, with the rows it kept), the error rates (:func:`error_rates`), and how long it took on how many
+    processes, with the provenance of its start."""
 
     source: Source
     names: list[str]
@@ -375,11 +376,12 @@ class Study:
     minutes: float
     workers: int
     started: dict
+    kept: dict  # per reference whose rates an earlier study measured (kept_rates): where they come from
 
     def write_record(self, path: Path, params: Params) -> None:
         """The study's record (:func:`write_record`) at ``path``."""
         write_record(path, self.source, params, self.names, self.settings, self.rates, self.minutes, self.workers,
-                     self.started)
+                     self.started, self.kept)
 
 
 def check_size(replicates: int, neural: int, seeds: int, jobs: int, null_replicates: int = 0,
@@ -400,35 +402,53 @@ def check_size(replicates: int, neural: int, seeds: int, jobs: int, null_replica
 
 def run_study(source: Source, params: Params, out: Path, scenarios: list[str] | tuple = (),
               replicates: int = STUDY["replicates"], neural: int = STUDY["neural"], seeds: int = STUDY["seeds"],
-              jobs: int = 0, null_replicates: int = 0, log: Callable[[str], None] = print) -> Study:
+              jobs: int = 0, null_replicates: int = 0, keep: Path | None = None,
+              log: Callable[[str], None] = print) -> Study:
     """The study of the panel ``source`` was made from, under ``out``: ``replicates`` surrogates of each of
     ``scenarios`` (empty: every one the panel allows) and ``null_replicates`` (0: as many) of each null one
     (:func:`plan`), the first ``neural`` of each with the AC-GATE family too, ``seeds`` seeds each, in ``jobs``
-    processes (0: one per core); its replicates' records go to ``out/replicates.csv``. The plan is said first, then a
-    line per replicate with the time left."""
+    processes (0: one per core); its replicates' records go to ``out/replicates.csv``. ``keep``: the record of an
+    earlier study of the same size (:func:`kept_rates`), whose rates of a reference whose rules have not changed since
+    are kept, not measured again (a change to the classical rules measures the classical family alone; its AC-GATE
+    replicates cost 7-17 times as much). The plan is said first, then a line per replicate with the time left."""
     check_size(replicates, neural, seeds, jobs, null_replicates)
     names = source.scenarios(scenarios)
     workers, neural = jobs or os.cpu_count() or 1, min(neural, replicates)  # AC-GATE in the first of "replicates"
-    order = plan(names, replicates, neural, null_replicates)
-    if not order:
+    settings = {"replicates": replicates, "neural_replicates": neural, "seeds": seeds,
+                **({"null_replicates": null_replicates} if null_replicates not in (0, replicates) else {})}
+    kept, kept_rows = kept_rates(keep, source, params, names, settings) if keep else ({}, pd.DataFrame())
+    measure = [r for r in FAMILIES if r in params.methods and (neural or r != "acgate") and r not in kept]
+    classical, neural = "moderated_dl" in measure, neural if "acgate" in measure else 0
+    order = plan(names, replicates if classical else neural, neural,
+                 null_replicates if classical else min(null_replicates, neural)) if measure else []
+    if not order and not kept:
         raise ValueError(f"no surrogate to audit: scenarios {', '.join(names) or 'none that this panel allows'}, "
                          f"{replicates} replicates; ask for 1 or more of a scenario the panel allows")
-    nulls = f" ({null_replicates} of each null)" if null_replicates else ""
-    log(f"{len(order)} surrogate audits of {params.domain} ({source.panel.n_entities} entities x "
-        f"{len(source.panel.times)} steps): {len(names)} scenarios x {replicates} replicates{nulls}, {seeds} seeds "
-        f"each, the AC-GATE family in {neural} of each; {workers} at once -> {shown(out)}")
+    if kept:
+        log(f"kept from {shown(keep)}: the rates of {', '.join(kept)}, measured under the current rules "
+            f"({', '.join(sorted({str(k.get('created_utc')) for k in kept.values()}))}); measured again: "
+            f"{', '.join(measure) or 'nothing'}")
+    nulls = f" ({null_replicates} of each null)" if null_replicates and classical else ""
+    if order:
+        log(f"{len(order)} surrogate audits of {params.domain} ({source.panel.n_entities} entities x "
+            f"{len(source.panel.times)} steps): {len(names)} scenarios x {replicates if classical else neural} "
+            f"replicates{nulls}, {seeds} seeds each, the AC-GATE family in {neural} of each; {workers} at once -> "
+            f"{shown(out)}")
     start, started = time.perf_counter(), calibration.provenance(params)
     train_stacked(names, source, params, out, seeds, neural, log)
     work = functools.partial(run_replicate, source=source, params=params, root=out, seeds=seeds, neural=neural)
     found = calibration.run_replicates(order, work, jobs=workers, log=log, label="panel-matched",
-                                       kind=lambda name, r: "with AC-GATE" if r < neural else "classical")
+                                       kind=lambda name, r: "with AC-GATE" if r < neural else "classical"
+                                       ) if order else pd.DataFrame(columns=["reference"])
+    found = found[found.reference.isin(measure)]
     minutes = (time.perf_counter() - start) / 60
     write_csv(Path(out) / "replicates.csv", found, index=False)
     log(f"{len(order)} replicates in {minutes:.1f} min ({workers} processes)")
-    table = calibration.calibration_table(found)
-    settings = {"replicates": replicates, "neural_replicates": neural, "seeds": seeds,
-                **({"null_replicates": null_replicates} if null_replicates not in (0, replicates) else {})}
-    return Study(source, names, settings, found, table, error_rates(table, source.about), minutes, workers, started)
+    parts = [kept_rows, calibration.calibration_table(found) if len(found) else pd.DataFrame()]
+    table = pd.concat([part for part in parts if len(part)], ignore_index=True)
+    table = table.sort_values(["control", "scenario", "reference"], kind="stable", ignore_index=True)
+    return Study(source, names, settings, found, table, error_rates(table, source.about), minutes, workers, started,
+                 kept)
 
 
 def plan(names: list[str], replicates: int, neural: int = 0, null_replicates: int = 0) -> list[tuple[str, int]]:
@@ -536,44 +556,96 @@ def params_digest(params: Params) -> str:
 
 
 def write_record(path: Path, source: Source, params: Params, names: list[str], settings: dict, rates: dict,
-                 minutes: float, workers: int, started: dict) -> None:
-    """The study's record (``panel_matched.json``): the panel and params it matched (digests), the rules' and the
-    surrogates' versions, the settings (replicates, neural_replicates, seeds; null_replicates where they differ),
-    the surrogates' sources, the error rates and the provenance (``started``:
-    :func:`acgate.audit.calibration.provenance` as the study started)."""
+                 minutes: float, workers: int, started: dict, kept: dict | None = None) -> None:
+    """The study's record (``panel_matched.json``): the panel and params it matched (digests), each reference's rules
+    version and the surrogates' version, the settings (replicates, neural_replicates, seeds; null_replicates where
+    they differ), the surrogates' sources, the error rates and the provenance (``started``:
+    :func:`acgate.audit.calibration.provenance` as the study started; ``kept``: per reference whose rates an earlier
+    study measured, that study's ``created_utc``, ``git_sha`` and ``minutes``)."""
     write_json(Path(path), {
         "domain": params.domain, "panel_digest": panel_digest(source.panel), "params_digest": params_digest(params),
-        "rules_version": RULES_VERSION, "surrogate_version": SURROGATE_VERSION,
+        "rules_version": RULES_VERSIONS, "surrogate_version": SURROGATE_VERSION,
         "scenarios": {n: SCENARIOS[n].description for n in names}, "settings": settings,
         "source": source.about, "error_rates": rates, "minutes": round(minutes, 1), "processes": workers,
-        **started})
+        **({"kept": kept} if kept else {}), **started})
+
+
+def _read_record(path: Path, panel: Panel, params: Params) -> tuple[dict, str]:
+    """The record of the study at ``path`` and ``""``, or ``{}`` and why it says nothing about an audit of ``panel``
+    under ``params``: missing, unreadable, or measured on another panel, other params or other surrogates."""
+    if not path.is_file():
+        return {}, f"no panel-matched study at {shown(path)}"
+    try:
+        record = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError, OSError) as err:
+        return {}, f"the panel-matched study {shown(path)} is unreadable ({type(err).__name__})"
+    if not isinstance(record, dict):
+        return {}, f"the panel-matched study {shown(path)} is not a JSON object"
+    checks = (("panel_digest", panel_digest(panel), "another panel (or other stratifiers)"),
+              ("params_digest", params_digest(params), "other params"),
+              ("surrogate_version", SURROGATE_VERSION, "other surrogates"))
+    for key, expected, what in checks:
+        if record.get(key) != expected:
+            return {}, (f"the panel-matched study {shown(path)} was measured on {what} ({key} {record.get(key)!r}, "
+                        f"now {expected!r}); run it again")
+    return record, ""
+
+
+def _current(record: dict) -> tuple[list[str], list[str]]:
+    """The references of a study's record whose rates were measured under their current rules, and the others."""
+    measured = rules_versions(record.get("rules_version"))
+    references = list(record.get("error_rates", {}))
+    current = [r for r in references if measured.get(r) == RULES_VERSIONS.get(r)]
+    return current, [r for r in references if r not in current]
 
 
 def read_rates(path: Path, panel: Panel, params: Params) -> dict:
     """The error rates of the study at ``path`` for the audit of ``panel`` under ``params``, with the study's
-    settings; ``{"note": why}`` alone when it is missing, unreadable, or measured on another panel, other params or
-    other rules (a stale study says nothing about this audit)."""
+    settings: those of each reference measured under its current rules (:data:`acgate.audit.verdicts.
+    RULES_VERSIONS`), ``stale`` naming the others; ``{"note": why}`` alone when the study is missing, unreadable, or
+    measured on another panel, other params, other surrogates or other rules of every reference (a stale study says
+    nothing about this audit)."""
     path = Path(path)
-    if not path.is_file():
-        return {"note": f"no panel-matched study at {shown(path)}"}
-    try:
-        record = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError, OSError) as err:
-        return {"note": f"the panel-matched study {shown(path)} is unreadable ({type(err).__name__})"}
-    checks = (("panel_digest", panel_digest(panel), "another panel (or other stratifiers)"),
-              ("params_digest", params_digest(params), "other params"),
-              ("rules_version", RULES_VERSION, "other rules"),
-              ("surrogate_version", SURROGATE_VERSION, "other surrogates"))
-    for key, expected, what in checks:
-        if record.get(key) != expected:
-            return {"note": f"the panel-matched study {shown(path)} was measured on {what} ({key} "
-                            f"{record.get(key)!r}, now {expected!r}); run it again"}
-    return {"note": "", "settings": record["settings"], "error_rates": record["error_rates"],
-            "created_utc": record.get("created_utc"), "file": shown(path)}
+    record, note = _read_record(path, panel, params)
+    if note:
+        return {"note": note}
+    current, stale = _current(record)
+    if stale and not current:
+        measured = rules_versions(record.get("rules_version"))
+        return {"note": f"the panel-matched study {shown(path)} was measured on other rules (rules versions "
+                        f"{versions_text(measured)}, now {versions_text(RULES_VERSIONS)}); run it again"}
+    return {"note": "", "settings": record["settings"],
+            "error_rates": {r: rates for r, rates in record["error_rates"].items() if r in current},
+            "stale": stale, "created_utc": record.get("created_utc"), "file": shown(path)}
+
+
+def kept_rates(path: Path, source: Source, params: Params, names: list[str], settings: dict
+               ) -> tuple[dict, pd.DataFrame]:
+    """What a study of ``names`` with ``settings`` keeps of the earlier study whose record is at ``path`` (its table
+    beside it, the ``.csv`` of the same name): the rows of each reference measured under its current rules, where
+    that study surrogated this panel under these params and surrogates, with the same scenarios and settings; and per
+    kept reference, where its rows come from (``created_utc``, ``git_sha``, ``minutes`` of the study that measured
+    them). Nothing where there is no such study."""
+    path = Path(path)
+    nothing: tuple[dict, pd.DataFrame] = ({}, pd.DataFrame())
+    table = path.with_suffix(".csv")
+    record, note = _read_record(path, source.panel, params)
+    if note or not table.is_file() or record.get("settings") != settings or sorted(record.get("scenarios", {})) \
+            != sorted(names):
+        return nothing
+    current, _ = _current(record)
+    rows = pd.read_csv(table)
+    if not current or "reference" not in rows:
+        return nothing
+    origin = {r: record.get("kept", {}).get(r) or {k: record.get(k) for k in ("created_utc", "git_sha", "minutes")}
+              for r in current}
+    return origin, rows[rows.reference.isin(current)]
 
 
 def current_rates(paths: list[Path], panel: Panel, params: Params) -> dict:
     """:func:`read_rates` of the first study in ``paths`` that is current for this audit (a grid's own study, then
-    the copies beside the tables: the committed ones of economics and energy); the first one's note when none is."""
+    the copies beside the tables: the committed ones of economics and energy), else of the first that is current for
+    some reference; the first one's note when none is."""
     found = [read_rates(path, panel, params) for path in paths]
-    return next((rates for rates in found if not rates["note"]), found[0])
+    return next((rates for rates in found if not rates["note"] and not rates["stale"]),
+                next((rates for rates in found if not rates["note"]), found[0]))

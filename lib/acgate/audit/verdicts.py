@@ -55,9 +55,12 @@ from acgate.statistics import (
     wilcoxon_greater,
 )
 
-# the version of the rules below, recorded with a calibration (tables/audit_calibration.json): a calibration measured
-# under another version no longer describes them. Raise it with any change to a rule or to what a rule reads
-RULES_VERSION = 5
+# the version of each reference's rules below, recorded with a calibration (tables/audit_calibration.json) and a
+# panel-matched study: rates measured under another version of a reference's rules no longer describe them, and a
+# study keeps the rates of a reference whose rules are unchanged. Raise a reference's version with any change to one
+# of its rules or to what they read; raise both with a change to what both read (the lags-differ statement, the GLS
+# design, the circularity guards, L0's comparisons)
+RULES_VERSIONS = {"acgate": 5, "moderated_dl": 5}
 VERDICTS = ("supported", "not certified", "ruled out", "not claimed")
 LAYERS = ("L0", "L1", "L2", "L3")
 
@@ -82,6 +85,17 @@ CLASSICAL_REFERENCE = "moderated_dl"  # the classical yardstick a gate model's v
 # the k* of the in-sample GLS fit of the moderated curves (acgate.audit.gls), one per panel: the audit's tables list it
 # as a method beside the runs, and the classical reference's calibrated L2 reads its alignment
 GLS_FIT = "moderated_dl_gls"
+
+
+def rules_versions(recorded: object) -> dict:
+    """The rules version of each reference that a record states (``rules_version`` of a calibration or a study): a
+    mapping reference -> version, or one number, which holds for every reference."""
+    return dict(recorded) if isinstance(recorded, dict) else dict.fromkeys(REFERENCES, recorded)
+
+
+def versions_text(versions: dict) -> str:
+    """Rules versions as a sentence names them: "acgate 5, moderated_dl 6"."""
+    return ", ".join(f"{reference} {version}" for reference, version in versions.items())
 
 
 def family(reference: str) -> Family:

@@ -26,7 +26,7 @@ import yaml
 
 from acgate.audit.domain_audit import CLASSICAL, NEURAL, AuditResult
 from acgate.audit.run_folders import load_panel
-from acgate.audit.verdicts import CLASSICAL_REFERENCE, LAYERS, RULES_VERSION
+from acgate.audit.verdicts import CLASSICAL_REFERENCE, LAYERS, RULES_VERSIONS, rules_versions, versions_text
 from acgate.config import GATE_METHODS, Params
 from acgate.layout import AUDIT_MARKDOWN, AUDIT_PAGE, audit_dir, method_dir, panel_dir, shown
 from acgate.report import audit_figures, render
@@ -117,9 +117,10 @@ def generic_calibration(tables_dirs: list[Path]) -> dict:
         if not (table.is_file() and record.is_file()):
             continue
         about = json.loads(record.read_text())
-        if about.get("rules_version") != RULES_VERSION:
-            return {"note": f"the calibration in {shown(folder)} measured rules version {about.get('rules_version')}, "
-                            f"the rules are now version {RULES_VERSION}: its error rates do not apply"}
+        measured = rules_versions(about.get("rules_version"))
+        if measured != RULES_VERSIONS:
+            return {"note": f"the calibration in {shown(folder)} measured rules versions {versions_text(measured)}, "
+                            f"the rules are now versions {versions_text(RULES_VERSIONS)}: its error rates do not apply"}
         frame = pd.read_csv(table)
         absent = sorted({"reference", "rule", "layer", "truth", "supported", "replicates"} - set(frame.columns))
         if absent:  # a calibration that measured nothing (a smoke grid's) has its scenarios only
@@ -467,7 +468,7 @@ def _provenance(page: Page, result: AuditResult, params: Params, runs_root: Path
         page.paragraph(note, kind="small")
     page.bullets([
         [Strong("audit: "), f"verdicts.json written {audited.isoformat(timespec='seconds') if audited else 'never'}, "
-                            f"rules version {RULES_VERSION}; this page written "
+                            f"rules versions {versions_text(RULES_VERSIONS)}; this page written "
                             f"{datetime.now(UTC).isoformat(timespec='seconds')} by git {git_sha()}"],
         [Strong("seeds: "), _ranges(sorted(int(s) for s in result.l1.seed.unique())) if not result.l1.empty else ""],
         [Strong("params: "), f"domain {params.domain}, params hash {params.digest()} (what shapes a run)"],
