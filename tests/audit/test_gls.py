@@ -47,8 +47,8 @@ def f_test(restricted, full, df: int, rank: int) -> float:
 
 
 def scaled_shape_by_hand(y, X, dummies, weights, entity, start):
-    """The shapes (F, J) of theta_if = s_if b_f fitted with the entity intercepts by scipy's nonlinear least squares
-    on the weighted rows (X: rows, F, J), from the pooled curve ``start``; each of norm 1, pointing as ``start``."""
+    """The shapes (F, J) of theta_if = s_if b_f, s_if >= 0, fitted with the entity intercepts by scipy's bounded
+    nonlinear least squares on the weighted rows (X: rows, F, J), from the pooled curve ``start``; each of norm 1."""
     n, (n_feat, size) = dummies.shape[1], start.shape
     root = np.sqrt(weights)
 
@@ -58,10 +58,11 @@ def scaled_shape_by_hand(y, X, dummies, weights, entity, start):
 
     start = start / np.linalg.norm(start, axis=1, keepdims=True)
     v0 = np.concatenate([np.zeros(n), np.ones(n * n_feat), start.reshape(-1)])
-    found = optimize.least_squares(residual, v0, xtol=1e-15, ftol=1e-15, gtol=1e-15, max_nfev=20_000)
+    low = np.concatenate([np.full(n, -np.inf), np.zeros(n * n_feat), np.full(n_feat * size, -np.inf)])
+    found = optimize.least_squares(residual, v0, bounds=(low, np.inf), xtol=1e-15, ftol=1e-15, gtol=1e-15,
+                                   max_nfev=20_000)
     shape = found.x[n + n * n_feat:].reshape(n_feat, size)
-    shape /= np.linalg.norm(shape, axis=1, keepdims=True)
-    return shape * np.where(np.sum(shape * start, axis=1, keepdims=True) < 0, -1.0, 1.0)
+    return shape / np.linalg.norm(shape, axis=1, keepdims=True)
 
 
 def by_hand(design, q, errors, shape=None):

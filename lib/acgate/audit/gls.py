@@ -23,18 +23,19 @@ entity's innovation scale (from the same per-entity fits on the quasi-difference
 transformed series is the feasible GLS fit.
 
 - :func:`interaction_test`: do the proxies hold the lags? Lag curves moderated by the proxies against one shape
-  scaled freely for each entity (theta_if = s_if b_f, shapes and scales fitted together by :func:`scaled_shape`:
-  anything, the proxies included, may set the size of an entity's lagged effect, not its lags) and against the
-  shared curve (theta_if = b_f), each by its GLS F statistic.
+  scaled for each entity (theta_if = s_if b_f with s_if >= 0, shapes and scales fitted together by
+  :func:`scaled_shape`: anything, the proxies included, may set the size of an entity's lagged effect, not its lags)
+  and against the shared curve (theta_if = b_f), each by its GLS F statistic.
   The p-values come from permuting the proxies across entities (the same error model throughout), so curve
   differences the proxies do not explain stay in the null distribution instead of inflating the statistic.
 - :func:`shape_test`: do the lags differ at all, whatever the proxies say? Every entity's own curves against the
-  entity-scaled shape (theta_if = s_if b_f, :func:`scaled_shape`), one F statistic pooled over the entities; its p from a
+  shared shape scaled for it (theta_if = s_if b_f), one F statistic pooled over the entities; its p from a
   parametric bootstrap of the fitted null, which carries the uncertainty of rho.
 """
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -226,7 +227,7 @@ def _moderated(m: Moments, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _entity_scaled(m: Moments, shape: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """What each entity's lags leave after its own scales of the shapes b (F, J): the regressors u_if . b_f of
+    """What each entity's lags leave after its own scales of the shared shapes b (F, J): the regressors u_if . b_f of
     entity i partialled out of its lags and its target (least squares within the entity), the lags kept in the
     P - F directions of the basis that the shapes leave (so nothing is collinear). Returns their moments: the lags'
     (N, P - F, P - F), the lags' with the target (N, P - F) and the target's (N,), whose sum is the residual sum of
@@ -244,46 +245,58 @@ def _entity_scaled(m: Moments, shape: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return W.T @ G @ W, h @ W, m.yy - np.einsum("nf,nfg,ng->n", hB, inverse, hB)
 
 
-def _pooled_shape(m: Moments, n_feat: int, entities: np.ndarray | slice) -> np.ndarray:
-    """(F, J) the shared curve of the GLS fit over ``entities``, each feature's curve scaled to norm 1."""
-    beta = np.linalg.lstsq(m.G[entities].sum(axis=0), m.h[entities].sum(axis=0), rcond=None)[0].reshape(n_feat, -1)
+def shared_shape(m: Moments, n_feat: int, entities: np.ndarray | None = None) -> np.ndarray:
+    """(F, J) the shared curve of the GLS fit (over ``entities``, a mask; all by default), each feature's curve
+    scaled to norm 1 (its size goes to the entity scales)."""
+    chosen = slice(None) if entities is None else entities
+    beta = np.linalg.lstsq(m.G[chosen].sum(axis=0), m.h[chosen].sum(axis=0), rcond=None)[0].reshape(n_feat, -1)
     norm = np.linalg.norm(beta, axis=1, keepdims=True)
     return beta / np.where(norm > 0, norm, 1.0)
 
 
-def entity_scales(m: Moments, shape: np.ndarray) -> np.ndarray:
-    """(N, F) each entity's least-squares scales s_if of the shapes b_f (F, J), given the shapes."""
-    n, n_feat, size = len(m.G), *shape.shape
+def nonnegative_scales(m: Moments, shape: np.ndarray) -> np.ndarray:
+    """(N, F) each entity's least-squares scales s_if >= 0 of the shapes b_f (F, J), given the shapes: of the
+    unconstrained least-squares scales on each set of features (2^F - 1 of them; F is a few), the feasible ones of
+    lowest residual sum of squares (the constrained optimum is the unconstrained one on its own support), zero where
+    none is feasible."""
+    n, (n_feat, size) = len(m.G), shape.shape
     driven = np.einsum("nfjgk,fj,gk->nfg", m.G.reshape(n, n_feat, size, n_feat, size), shape, shape)  # (N, F, F)
     moment = np.einsum("nfj,fj->nf", m.h.reshape(n, n_feat, size), shape)
-    return np.einsum("nfg,ng->nf", np.linalg.pinv(driven, hermitian=True), moment)
+    best, lowest = np.zeros((n, n_feat)), np.zeros(n)  # all zero: the sum of squares gained is 0
+    for support in itertools.chain.from_iterable(itertools.combinations(range(n_feat), k)
+                                                 for k in range(1, n_feat + 1)):
+        on = list(support)
+        scale = np.zeros((n, n_feat))
+        scale[:, on] = np.einsum("nfg,ng->nf", np.linalg.pinv(driven[:, on][:, :, on], hermitian=True), moment[:, on])
+        change = np.einsum("nf,nfg,ng->n", scale, driven, scale) - 2 * np.einsum("nf,nf->n", scale, moment)
+        better = (scale[:, on] >= 0).all(axis=1) & (change < lowest)
+        best[better], lowest[better] = scale[better], change[better]
+    return best
 
 
 SHAPE_ITERATIONS = 500  # scaled_shape's alternating steps at most; they stop once no shape moves by 1e-10
 
 
-def scaled_shape(m: Moments, n_feat: int, entities: np.ndarray | None = None) -> np.ndarray:
-    """(F, J) the shapes b_f of the entity-scaled curves theta_if = s_if b_f fitted by least squares on the GLS
-    moments (over ``entities``, a mask; all by default): the shapes and every entity's scales together, by
-    alternating least squares from the pooled curve (each step lowers the residual sum of squares), each shape of
-    norm 1 and pointing as the pooled curve does. This is the null model's own fit: the pooled curve, an average of
-    curves of different sizes, leaves a misfit in every entity in proportion to its scale, which moderators that
-    follow the scales pick up (an entity-scaled null whose scales follow the proxies was supported in 10 of 120
-    panel-matched surrogates of each real panel at 0.05)."""
-    chosen = slice(None) if entities is None else entities
-    G, h = m.G[chosen], m.h[chosen]
+def scaled_shape(m: Moments, n_feat: int) -> np.ndarray:
+    """(F, J) the shapes b_f of the entity-scaled curves theta_if = s_if b_f, s_if >= 0, fitted by least squares on
+    the GLS moments: the shapes and every entity's scales together, by alternating least squares from the shared
+    curve (:func:`shared_shape`; each step lowers the residual sum of squares), each shape of norm 1. The shared
+    curve, an average of curves of different sizes, misfits every entity in proportion to its scale, and moderators
+    that follow the scales pick the misfit up. The scales may not change sign: a curve turned over is another lag
+    profile, and with free signs the fit takes two groups of entities with different lags for one shape scaled up
+    and down."""
+    G, h = m.G, m.h
     n, width = h.shape
     size = width // n_feat
-    pooled = shape = _pooled_shape(m, n_feat, chosen)
+    shape = shared_shape(m, n_feat)
     blocks = G.reshape(n, n_feat, size, n_feat, size)
     for _ in range(SHAPE_ITERATIONS):
-        scale = entity_scales(Moments(G, h, m.yy[chosen], m.count[chosen]), shape)
+        scale = nonnegative_scales(m, shape)
         gram = np.einsum("nf,nfjgk,ng->fjgk", scale, blocks, scale).reshape(width, width)
         moment = np.einsum("nf,nfj->fj", scale, h.reshape(n, n_feat, size)).reshape(width)
         beta = np.linalg.lstsq(gram, moment, rcond=None)[0].reshape(n_feat, size)
         norm = np.linalg.norm(beta, axis=1, keepdims=True)
-        beta = beta / np.where(norm > 0, norm, 1.0)
-        beta *= np.where(np.sum(beta * pooled, axis=1, keepdims=True) < 0, -1.0, 1.0)
+        beta = np.where(norm > 0, beta / np.where(norm > 0, norm, 1.0), shape)  # a feature no entity drives: kept
         moved, shape = np.max(np.abs(beta - shape)), beta
         if moved < 1e-10:
             break
@@ -301,8 +314,7 @@ def interaction_test(design: LagDesign, q: np.ndarray, errors: ErrorModel, permu
 
     - against the entity-scaled shape: each entity's own scale of one shape per feature (:func:`scaled_shape`:
       anything may set the size of an entity's lagged effect) plus the shape's other directions moderated by q,
-      against the scales alone (a size that follows the proxies in any form, linear or not, stays in the null
-      model);
+      against the scales alone (a size that follows the proxies in any form, linear or not, stays in the null model);
     - against the shared curve: the moderated curves theta_if = C_f q_i against one curve for every entity.
 
     Each has its permutation p (``permutations`` draws of the proxies' rows across entities, every draw refitting
@@ -376,9 +388,10 @@ class _EntityShapes:
         width = m.G.shape[1]
         size = width // n_feat
         usable = (m.count >= width + 3) & (np.linalg.matrix_rank(m.G) == width)
-        shape = scaled_shape(m, n_feat, usable if usable.any() else None)
-        scale = entity_scales(m, shape)
+        shape = shared_shape(m, n_feat, usable if usable.any() else None)
+        driven = np.einsum("nfjgk,fj,gk->nfg", m.G.reshape(-1, n_feat, size, n_feat, size), shape, shape)  # (N, F, F)
         moment = np.einsum("nfj,fj->nf", m.h.reshape(-1, n_feat, size), shape)
+        scale = np.einsum("nfg,ng->nf", np.linalg.pinv(driven), moment)
         G, h, yy = m.G[usable], m.h[usable], m.yy[usable]
         rss_own = yy - np.einsum("np,np->n", h, np.linalg.solve(G, h[..., None])[..., 0])
         rss_scaled = np.maximum(yy - np.einsum("nf,nf->n", moment[usable], scale[usable]), rss_own)
