@@ -16,8 +16,8 @@ judged against the comparators of its own family (:data:`FAMILIES`); the audit g
     the comparators. Ruled out when some comparator beats it the same way.
   * **L1 heterogeneity**: evidence that the proxies hold the *lags*. For the moderated distributed lag, in-sample
     under the panel's own error model (:mod:`acgate.audit.gls`: feasible GLS with AR(1) errors and entity noise
-    scales, every observed target step): the moderated curves beat the shared shape scaled freely for each entity
-    (anything may set the size of the lagged effect, not the lags) and the shared curve, each by its GLS F statistic
+    scales, every observed target step): the moderated curves beat one shape scaled for each entity (anything may
+    set the size of the lagged effect, not the lags) and the shared curve, each by its GLS F statistic
     judged against permutations of the proxies across entities (both must be beaten, so no correction). For AC-GATE,
     held out: it beats its shared-lag twin (No-AC-Encoder), its twin trained on shuffled proxies and its proxy twin
     (the Proxy Shared-Gate), each over seeds and over entities. Both also need a practical spread of k* across entities
@@ -579,12 +579,12 @@ def _interactions(cfg: AuditConfig, l1: pd.DataFrame, lag_tests: pd.DataFrame) -
     alpha = cfg.alpha
     rule = (f"calibrated: supported when, in-sample under the panel's AR(1) errors and entity noise scales (feasible "
             f"GLS, every observed target step), {cfg.reference}'s lag curves moderated by the proxies fit better than "
-            "the shared shape scaled freely for each entity (anything may set the size of the lagged effect, not the "
-            f"lags) and than the shared curve, each GLS F statistic's p from permuting the proxies across entities "
-            f"below {alpha} (Fisher's combination over independent panels), the GLS fit's sd_i(k*) > "
-            f"{cfg.practical_sd} in at least {cfg.l1_min_share:.0%} of panels; ruled out when sd_i(k*) <= epsilon = "
-            f"{cfg.epsilon:g} in every seed; else not certified. The verdict speaks for the GLS fit's k* "
-            f"({GLS_FIT}); how closely the runs' k* rank the entities alike is reported, not a gate")
+            "one shape scaled for each entity (shape and non-negative scales fitted together: anything may set the "
+            "size of the lagged effect, not the lags) and than the shared curve, each GLS F statistic's p from "
+            f"permuting the proxies across entities below {alpha} (Fisher's combination over independent panels), the "
+            f"GLS fit's sd_i(k*) > {cfg.practical_sd} in at least {cfg.l1_min_share:.0%} of panels; ruled out when "
+            f"sd_i(k*) <= epsilon = {cfg.epsilon:g} in every seed; else not certified. The verdict speaks for the GLS "
+            f"fit's k* ({GLS_FIT}); how closely the runs' k* rank the entities alike is reported, not a gate")
     mine = l1[l1.method == cfg.reference] if len(l1) else l1
     if mine.empty:
         return cell("not claimed", rule, f"no runs of {cfg.reference}")
