@@ -137,6 +137,9 @@ if rates:
     nulls = f", {study['null_replicates']} of each null" if study.get("null_replicates") else ""
     print(f"panel-matched error rates: {study['replicates']} surrogates a scenario ({study['neural_replicates']} with "
           f"AC-GATE{nulls}), {study['seeds']} seeds each (this audit: {result.l0.seed.nunique()} seeds)")
+    if result.error_rates.get("stale"):
+        print(f"{'':17s}not for {', '.join(result.error_rates['stale'])}: measured under other rules; run the study "
+              "again (07_panel_matched measures only what changed)")
 elif result.error_rates.get("note"):
     print("panel-matched error rates:", result.error_rates["note"])
 for classical, line in result.neural_vs_classical_verdict.items():

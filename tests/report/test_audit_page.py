@@ -89,6 +89,9 @@ def test_the_glance_states_each_rules_error_rates_or_why_they_were_not_measured(
     assert neural[1] == ("not measured: the study trained no AC-GATE replicates (neural_replicates 0; about 20 a "
                          "scenario measure its rates, each costing 7-17 classical ones)")
     assert table.iloc[0].str.startswith("not measured: a forecast comparison").all()
+    stale = rates_at_a_glance(dataclasses.replace(result, error_rates={**study, "stale": ["acgate"]}),
+                              ["acgate", "moderated_dl"])
+    assert stale["AC-GATE"].iloc[1].startswith("not measured: the study measured them under other rules")
 
 
 def test_a_blind_ac_gate_not_certified_points_to_the_classical_reference():

@@ -159,6 +159,8 @@ def rates_at_a_glance(result: AuditResult, references: list[str]) -> pd.DataFram
     def said(rate: dict | None, reference: str) -> str:
         if rate is None:
             why = (study.get("note") or "no panel-matched study") if not rates else (
+                "the study measured them under other rules; run it again (07_panel_matched measures only what "
+                "changed)") if reference in study.get("stale", []) else (
                 f"the study trained no {render.readable(reference)} replicates (neural_replicates "
                 f"{study.get('settings', {}).get('neural_replicates', 0)}; about 20 a scenario measure its rates, "
                 "each costing 7-17 classical ones)")
