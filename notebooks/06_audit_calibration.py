@@ -38,8 +38,10 @@
 # none is supported; 30 of a positive one put the power's lower bound at 88 % when all are.
 #
 # The calibration takes about 70 minutes on 2 cores from scratch, so `make paper` keeps a calibration measured under
-# the current rules (`RULES_VERSIONS` of `acgate.audit.verdicts`, recorded in `audit_calibration.json` beside the
-# table) and says so; `make calibrate` measures it again.
+# the current rules (`RULES_VERSIONS` of `acgate.audit.verdicts`, a version per reference, recorded in
+# `audit_calibration.json` beside the table) and says so; `make calibrate` measures it again. Where the rules of one
+# reference changed, this notebook keeps the other reference's rows of the calibration in `tables_dir` (the same
+# settings) and trains and audits only the changed reference's family; delete that record to measure both.
 #
 # - **Inputs**: `params/audit_calibration.yaml`.
 # - **Outputs**: `<runs_dir>/audit_calibration/` (every replicate's panels, runs and audit, and `replicates.csv`),
@@ -55,6 +57,7 @@ runs_dir: str = "runs"  # replicates go to <runs_dir>/audit_calibration/
 tables_dir: str = "tables"  # audit_calibration.{csv,md,tex} go here
 figures_dir: str = "figures"  # audit_calibration.{png,pdf} go here
 # %%
+import dataclasses
 import functools
 import os
 import time
@@ -63,6 +66,7 @@ import pandas as pd
 from IPython.display import display
 
 from acgate.audit import calibration
+from acgate.audit.verdicts import FAMILIES
 from acgate.config import load_params
 from acgate.layout import project_root
 from acgate.report import figures, render
@@ -71,10 +75,16 @@ from acgate.runs import write_csv
 root = project_root()
 params = load_params(root / params_file)
 names = list(scenarios) or list(calibration.SCENARIOS)
-plan = calibration.replicate_plan(names, negative_replicates, positive_replicates)
+kept, kept_rows = calibration.kept_rates(root / tables_dir, params, names, negative_replicates, positive_replicates)
+measure = [reference for reference in FAMILIES if reference in params.methods and reference not in kept]
+plan = calibration.replicate_plan(names, negative_replicates, positive_replicates) if measure else []
 workers = jobs or os.cpu_count() or 1
 out = root / runs_dir / "audit_calibration"
 (root / tables_dir / calibration.RECORD).unlink(missing_ok=True)  # written again last, once table and figure are
+if kept:
+    print(f"kept from {tables_dir}: the rows of {', '.join(kept)}, measured under their current rules "
+          f"({', '.join(sorted({str(k.get('created_utc')) for k in kept.values()}))}); measured again: "
+          f"{', '.join(measure) or 'nothing'}")
 print(f"{len(plan)} replicate audits of {len(names)} scenarios, {params.n_seeds} seeds each, "
       f"{workers} at once -> {out}")
 
@@ -84,8 +94,10 @@ print(f"{len(plan)} replicate audits of {len(names)} scenarios, {params.n_seeds}
 
 # %%
 start, started = time.perf_counter(), calibration.provenance(params)
-replicates = calibration.run_replicates(plan, functools.partial(calibration.run_replicate, params=params, root=out),
-                                         jobs=workers)
+trained = dataclasses.replace(params, methods=tuple(calibration.family_methods(params, measure)))
+replicates = calibration.run_replicates(plan, functools.partial(calibration.run_replicate, params=trained, root=out),
+                                         jobs=workers) if plan else pd.DataFrame(columns=["reference"])
+replicates = replicates[replicates.reference.isin(measure)]
 minutes = (time.perf_counter() - start) / 60
 write_csv(out / "replicates.csv", replicates, index=False)
 print(f"{len(plan)} replicates in {minutes:.1f} min ({workers} processes)")
@@ -99,7 +111,7 @@ print(f"{len(plan)} replicates in {minutes:.1f} min ({workers} processes)")
 # here and in docs/results.md, not in the figure.
 
 # %%
-table = calibration.calibration_table(replicates)
+table = calibration.merged_table(kept_rows, replicates)
 render.write_table(table, root / tables_dir, "audit_calibration",
                    "Audit calibration: share of replicate audits \"supported\" per scenario, rule and layer, with "
                    "95 % Clopper-Pearson intervals and the right answer (in LaTeX: supported/replicates, * where "
@@ -113,7 +125,7 @@ fig = figures.calibration_figure(table)
 figures.save_figure(fig, root / figures_dir, "audit_calibration")
 # last: the record that lets a grid keep this calibration, written once the table and the figure are
 calibration.write_record(root / tables_dir, params, names, negative_replicates, positive_replicates, minutes, workers,
-                         started)
+                         started, kept)
 
 # %% [markdown]
 # ## The targets

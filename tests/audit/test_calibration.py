@@ -125,3 +125,32 @@ def test_ar_noise_controls_add_stationary_ar1_noise_of_their_coefficient(small):
         assert abs(noise[:, 0].std() / stationary - 1) < 0.05 and abs(noise[:, -1].std() / stationary - 1) < 0.05
         lag1 = np.corrcoef(noise[:, 1:].ravel(), noise[:, :-1].ravel())[0, 1]
         assert abs(lag1 - coef) < 0.02, (name, lag1)
+
+
+def test_the_calibration_measures_again_only_the_reference_whose_rules_changed(tmp_path):
+    """06_audit_calibration beside a calibration of the same settings whose classical rows were measured under other
+    rules keeps the AC-GATE rows, audits the classical family alone, and writes the table one calibration of both
+    gives (the lag-free control is deterministic); the record names where the kept rows came from."""
+    import pandas as pd
+
+    from acgate.notebook.execution import execute_notebook
+
+    common = {"scenarios": ["lag_free"], "negative_replicates": 2, "positive_replicates": 1, "jobs": 1,
+              "runs_dir": str(tmp_path / "runs"), "tables_dir": str(tmp_path / "tables"),
+              "figures_dir": str(tmp_path / "figures")}
+    notebook = ROOT / "notebooks" / "06_audit_calibration.py"
+    execute_notebook(notebook, tmp_path / "whole.ipynb", common)
+    whole = pd.read_csv(tmp_path / "tables" / "audit_calibration.csv")
+    record = json.loads((tmp_path / "tables" / calibration.RECORD).read_text())
+    older = {**verdicts.RULES_VERSIONS, "moderated_dl": verdicts.RULES_VERSIONS["moderated_dl"] - 1}
+    (tmp_path / "tables" / calibration.RECORD).write_text(json.dumps({**record, "rules_version": older}))
+    execute_notebook(notebook, tmp_path / "again.ipynb", common)
+    printed = "".join("".join(output.get("text", "")) for cell in json.loads((tmp_path / "again.ipynb").read_text())[
+        "cells"] for output in cell.get("outputs", []))
+    assert "the rows of acgate" in printed and "measured again: moderated_dl" in printed, printed[:2000]
+    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "tables" / "audit_calibration.csv"), whole)
+    again = json.loads((tmp_path / "tables" / calibration.RECORD).read_text())
+    assert again["rules_version"] == verdicts.RULES_VERSIONS
+    assert again["kept"]["acgate"]["created_utc"] == record["created_utc"]
+    assert pd.read_csv(tmp_path / "runs" / "audit_calibration" / "replicates.csv").reference.unique().tolist() == [
+        "moderated_dl"]

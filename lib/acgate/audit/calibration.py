@@ -284,6 +284,22 @@ def replicate_plan(names: list[str], negative: int, positive: int) -> list[tuple
             for r in range(negative if SCENARIOS[name].control == "negative" else positive)]
 
 
+def family_methods(params: Params, references: list[str]) -> list[str]:
+    """The methods that judge ``references``: each with the comparators of its calibrated L1 and, where the audit
+    judges L3 (``audit.true_lag``), the collapsed models its L3 compares with, as far as ``params`` lists them."""
+    wanted = [m for r in references for m in (r, FAMILIES[r].shared, FAMILIES[r].shuffled, FAMILIES[r].proxy,
+                                              *(FAMILIES[r].collapsed if params.audit.true_lag else ()))]
+    return [m for m in dict.fromkeys(wanted) if m in params.methods]
+
+
+def merged_table(kept: pd.DataFrame, replicates: pd.DataFrame) -> pd.DataFrame:
+    """The table of "supported" shares (:func:`calibration_table`) of ``replicates``' records with the ``kept`` rows
+    of other references, in the order one table of all of them has."""
+    parts = [kept, calibration_table(replicates) if len(replicates) else pd.DataFrame()]
+    table = pd.concat([part for part in parts if len(part)], ignore_index=True)
+    return table.sort_values(["control", "scenario", "reference"], kind="stable", ignore_index=True)
+
+
 RECORD = "audit_calibration.json"  # beside the table: what the calibration measured, under which rules
 
 
@@ -305,12 +321,37 @@ def provenance(params: Params) -> dict:
 
 
 def write_record(tables_dir: Path, params: Params, names: list[str], negative: int, positive: int,
-                 minutes: float, workers: int, started: dict) -> None:
-    """``audit_calibration.json`` beside the table: the rules' version, the settings, the time and the provenance
-    (``started``: :func:`provenance` as the calibration started)."""
+                 minutes: float, workers: int, started: dict, kept: dict | None = None) -> None:
+    """``audit_calibration.json`` beside the table: each reference's rules version, the settings, the time and the
+    provenance (``started``: :func:`provenance` as the calibration started; ``kept``: per reference whose rows an
+    earlier calibration measured, its ``created_utc``, ``git_sha`` and ``minutes``)."""
     write_json(Path(tables_dir) / RECORD, {"rules_version": RULES_VERSIONS,
                                            "settings": settings(params, names, negative, positive),
-                                           "minutes": round(minutes, 1), "processes": workers, **started})
+                                           "minutes": round(minutes, 1), "processes": workers,
+                                           **({"kept": kept} if kept else {}), **started})
+
+
+def kept_rates(tables_dir: Path, params: Params, names: list[str], negative: int, positive: int
+               ) -> tuple[dict, pd.DataFrame]:
+    """What a calibration with these settings keeps of the one in ``tables_dir``: the rows of each reference
+    measured under its current rules (:data:`acgate.audit.verdicts.RULES_VERSIONS`) where the settings are these,
+    and per kept reference where they come from (``created_utc``, ``git_sha``, ``minutes``). Nothing where there is
+    no such calibration."""
+    path, table = Path(tables_dir) / RECORD, Path(tables_dir) / "audit_calibration.csv"
+    nothing: tuple[dict, pd.DataFrame] = ({}, pd.DataFrame())
+    try:
+        record = json.loads(path.read_text())
+        rows = pd.read_csv(table)
+    except (OSError, ValueError):  # missing or unreadable (JSONDecodeError and pandas' errors are ValueErrors)
+        return nothing
+    if not isinstance(record, dict) or "reference" not in rows or record.get("settings") != json.loads(
+            json.dumps(settings(params, names, negative, positive))):
+        return nothing
+    measured = rules_versions(record.get("rules_version"))
+    current = [r for r in dict.fromkeys(rows.reference) if measured.get(r) == RULES_VERSIONS.get(r)]
+    origin = {r: record.get("kept", {}).get(r) or {k: record.get(k) for k in ("created_utc", "git_sha", "minutes")}
+              for r in current}
+    return origin, rows[rows.reference.isin(current)]
 
 
 def reusable(tables_dir: Path, params: Params, names: list[str], negative: int, positive: int) -> tuple[bool, str]:

@@ -278,14 +278,9 @@ def draw(source: Source, name: str, seed: int) -> Panel:
 
 
 def methods(params: Params, neural: bool) -> list[str]:
-    """The methods a replicate trains: the classical family, and the AC-GATE family when ``neural``, each with the
-    comparators of its calibrated L1 and, where the domain's audit judges L3 (``audit.true_lag``), the collapsed
-    models its L3 compares with, as far as the domain's params list them."""
-    chosen = [reference for reference in FAMILIES if neural or reference != "acgate"]
-    wanted = [m for reference in chosen for m in (reference, FAMILIES[reference].shared, FAMILIES[reference].shuffled,
-                                                  FAMILIES[reference].proxy,
-                                                  *(FAMILIES[reference].collapsed if params.audit.true_lag else ()))]
-    return [m for m in dict.fromkeys(wanted) if m in params.methods]
+    """The methods a replicate trains: the classical family, and the AC-GATE family when ``neural``
+    (:func:`acgate.audit.calibration.family_methods`)."""
+    return calibration.family_methods(params, [reference for reference in FAMILIES if neural or reference != "acgate"])
 
 
 def _surrogate(name: str, replicate: int, source: Source, params: Params, root: Path, seeds: int,
@@ -444,9 +439,7 @@ def run_study(source: Source, params: Params, out: Path, scenarios: list[str] | 
     minutes = (time.perf_counter() - start) / 60
     write_csv(Path(out) / "replicates.csv", found, index=False)
     log(f"{len(order)} replicates in {minutes:.1f} min ({workers} processes)")
-    parts = [kept_rows, calibration.calibration_table(found) if len(found) else pd.DataFrame()]
-    table = pd.concat([part for part in parts if len(part)], ignore_index=True)
-    table = table.sort_values(["control", "scenario", "reference"], kind="stable", ignore_index=True)
+    table = calibration.merged_table(kept_rows, found)
     return Study(source, names, settings, found, table, error_rates(table, source.about), minutes, workers, started,
                  kept)
 
