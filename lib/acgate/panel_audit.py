@@ -260,6 +260,7 @@ def _study(panel: Panel, params: Params, out: Path, wanted: dict, jobs: int, log
         study = panel_matched.run_study(source, params, out, replicates=wanted["replicates"],
                                         neural=wanted["neural_replicates"], seeds=wanted["seeds"], jobs=jobs,
                                         keep=record, log=log)
+        record.unlink(missing_ok=True)  # first: a run that stops before the record is written keeps nothing
         write_csv(record.with_suffix(".csv"), study.table, index=False)
         study.write_record(record, params)
         found = panel_matched.read_rates(record, panel, params)

@@ -295,9 +295,11 @@ def family_methods(params: Params, references: list[str]) -> list[str]:
 def merged_table(kept: pd.DataFrame, replicates: pd.DataFrame) -> pd.DataFrame:
     """The table of "supported" shares (:func:`calibration_table`) of ``replicates``' records with the ``kept`` rows
     of other references, in the order one table of all of them has."""
-    parts = [kept, calibration_table(replicates) if len(replicates) else pd.DataFrame()]
-    table = pd.concat([part for part in parts if len(part)], ignore_index=True)
-    return table.sort_values(["control", "scenario", "reference"], kind="stable", ignore_index=True)
+    parts = [part for part in (kept, calibration_table(replicates) if len(replicates) else pd.DataFrame()) if len(part)]
+    if not parts:
+        return pd.DataFrame()
+    return pd.concat(parts, ignore_index=True).sort_values(["control", "scenario", "reference"], kind="stable",
+                                                          ignore_index=True)
 
 
 RECORD = "audit_calibration.json"  # beside the table: what the calibration measured, under which rules

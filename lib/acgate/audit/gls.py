@@ -23,9 +23,9 @@ entity's innovation scale (from the same per-entity fits on the quasi-difference
 transformed series is the feasible GLS fit.
 
 - :func:`interaction_test`: do the proxies hold the lags? Lag curves moderated by the proxies against one shape
-  scaled for each entity (theta_if = s_if b_f with s_if >= 0, shapes and scales fitted together by
-  :func:`scaled_shape`: anything, the proxies included, may set the size of an entity's lagged effect, not its lags)
-  and against the shared curve (theta_if = b_f), each by its GLS F statistic.
+  scaled for each entity (theta_if = s_if b_f, the shapes b fitted with non-negative scales by :func:`scaled_shape`,
+  each entity's scales of them then free: anything, the proxies included, may set the size of an entity's lagged
+  effect, not its lags) and against the shared curve (theta_if = b_f), each by its GLS F statistic.
   The p-values come from permuting the proxies across entities (the same error model throughout), so curve
   differences the proxies do not explain stay in the null distribution instead of inflating the statistic.
 - :func:`shape_test`: do the lags differ at all, whatever the proxies say? Every entity's own curves against the
@@ -227,7 +227,7 @@ def _moderated(m: Moments, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _entity_scaled(m: Moments, shape: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """What each entity's lags leave after its own scales of the shared shapes b (F, J): the regressors u_if . b_f of
+    """What each entity's lags leave after its own scales of the shapes b (F, J): the regressors u_if . b_f of
     entity i partialled out of its lags and its target (least squares within the entity), the lags kept in the
     P - F directions of the basis that the shapes leave (so nothing is collinear). Returns their moments: the lags'
     (N, P - F, P - F), the lags' with the target (N, P - F) and the target's (N,), whose sum is the residual sum of
@@ -257,8 +257,8 @@ def shared_shape(m: Moments, n_feat: int, entities: np.ndarray | None = None) ->
 def nonnegative_scales(m: Moments, shape: np.ndarray) -> np.ndarray:
     """(N, F) each entity's least-squares scales s_if >= 0 of the shapes b_f (F, J), given the shapes: of the
     unconstrained least-squares scales on each set of features (2^F - 1 of them; F is a few), the feasible ones of
-    lowest residual sum of squares (the constrained optimum is the unconstrained one on its own support), zero where
-    none is feasible."""
+    lowest residual sum of squares (the constrained optimum is the unconstrained one on its own support); zero where
+    no feasible one lowers it."""
     n, (n_feat, size) = len(m.G), shape.shape
     driven = np.einsum("nfjgk,fj,gk->nfg", m.G.reshape(n, n_feat, size, n_feat, size), shape, shape)  # (N, F, F)
     moment = np.einsum("nfj,fj->nf", m.h.reshape(n, n_feat, size), shape)
@@ -284,7 +284,10 @@ def scaled_shape(m: Moments, n_feat: int) -> np.ndarray:
     curve, an average of curves of different sizes, misfits every entity in proportion to its scale, and moderators
     that follow the scales pick the misfit up. The scales may not change sign: a curve turned over is another lag
     profile, and with free signs the fit takes two groups of entities with different lags for one shape scaled up
-    and down."""
+    and down. :func:`interaction_test` then lets each entity's scales of these shapes take any value (a linear
+    projection, which every permutation refits exactly). The fit stops when no shape moves by 1e-10, or after
+    :data:`SHAPE_ITERATIONS` steps; each step lowers the residual sum of squares, so an unfinished fit is still
+    closer to the null model's least squares than the shared curve it starts from."""
     G, h = m.G, m.h
     n, width = h.shape
     size = width // n_feat

@@ -628,7 +628,8 @@ def kept_rates(path: Path, source: Source, params: Params, names: list[str], set
         return nothing
     current, _ = _current(record)
     rows = pd.read_csv(table)
-    if not current or "reference" not in rows:
+    current = [r for r in current if "reference" in rows and (rows.reference == r).any()]  # rates and rows, both
+    if not current:
         return nothing
     origin = {r: record.get("kept", {}).get(r) or {k: record.get(k) for k in ("created_utc", "git_sha", "minutes")}
               for r in current}

@@ -579,12 +579,13 @@ def _interactions(cfg: AuditConfig, l1: pd.DataFrame, lag_tests: pd.DataFrame) -
     alpha = cfg.alpha
     rule = (f"calibrated: supported when, in-sample under the panel's AR(1) errors and entity noise scales (feasible "
             f"GLS, every observed target step), {cfg.reference}'s lag curves moderated by the proxies fit better than "
-            "one shape scaled for each entity (shape and non-negative scales fitted together: anything may set the "
-            "size of the lagged effect, not the lags) and than the shared curve, each GLS F statistic's p from "
-            f"permuting the proxies across entities below {alpha} (Fisher's combination over independent panels), the "
-            f"GLS fit's sd_i(k*) > {cfg.practical_sd} in at least {cfg.l1_min_share:.0%} of panels; ruled out when "
-            f"sd_i(k*) <= epsilon = {cfg.epsilon:g} in every seed; else not certified. The verdict speaks for the GLS "
-            f"fit's k* ({GLS_FIT}); how closely the runs' k* rank the entities alike is reported, not a gate")
+            "one shape scaled for each entity (the shape fitted with non-negative scales, each entity's scale of it "
+            "then free: anything may set the size of the lagged effect, not the lags) and than the shared curve, each "
+            f"GLS F statistic's p from permuting the proxies across entities below {alpha} (Fisher's combination over "
+            f"independent panels), the GLS fit's sd_i(k*) > {cfg.practical_sd} in at least {cfg.l1_min_share:.0%} of "
+            f"panels; ruled out when sd_i(k*) <= epsilon = {cfg.epsilon:g} in every seed; else not certified. The "
+            f"verdict speaks for the GLS fit's k* ({GLS_FIT}); how closely the runs' k* rank the entities alike is "
+            "reported, not a gate")
     mine = l1[l1.method == cfg.reference] if len(l1) else l1
     if mine.empty:
         return cell("not claimed", rule, f"no runs of {cfg.reference}")

@@ -167,12 +167,14 @@ def run_many(runs: dict[K, RunSpec], method: str, log: Callable[[str], None] = p
             held.enter_context(writing(run.out))
         for key, (panel, params, seed, out) in runs.items():
             kept = None if retrain else current_metrics(out, params.digest(), panel.digest())
+            same = (params.digest(), panel.digest(), proxy_order(panel))
             if kept is not None:
                 log(f"  [{method} seed {seed}] kept: finished run with the same parameters in {shown(out)} (retrain "
                     "redoes it)")
                 done[key] = kept
+                if method in SEEDLESS_METHODS and kept.get("proxy_order") == same[2]:
+                    fitted_here.setdefault(same, out)
                 continue
-            same = (params.digest(), panel.digest(), proxy_order(panel))
             if method in SEEDLESS_METHODS and same in fitted_here:
                 done[key] = _copy_run(fitted_here[same], out, seed, log, held=True)
                 continue
