@@ -82,9 +82,7 @@ workers = jobs or os.cpu_count() or 1
 out = root / runs_dir / "audit_calibration"
 (root / tables_dir / calibration.RECORD).unlink(missing_ok=True)  # written again last, once table and figure are
 if kept:
-    print(f"kept from {tables_dir}: the rows of {', '.join(kept)}, measured under their current rules "
-          f"({', '.join(sorted({str(k.get('created_utc')) for k in kept.values()}))}); measured again: "
-          f"{', '.join(measure) or 'nothing'}")
+    print(calibration.kept_sentence(kept, tables_dir, measure))
 print(f"{len(plan)} replicate audits of {len(names)} scenarios, {params.n_seeds} seeds each, "
       f"{workers} at once -> {out}")
 

@@ -433,7 +433,7 @@ def test_a_study_measures_again_only_the_references_whose_rules_changed(example,
         again = study(bumped, lines.append)
         assert set(again.replicates.reference) == {bumped} and len(again.replicates) == audited, again.replicates
         other = next(r for r in verdicts.REFERENCES if r != bumped)
-        assert list(again.kept) == [other] and f"the rates of {other}" in lines[0], lines
+        assert list(again.kept) == [other] and f"the rows of {other}" in lines[0], lines
         pd.testing.assert_frame_equal(again.table, whole.table)
         assert again.rates == whole.rates
         written = json.loads(record.read_text())

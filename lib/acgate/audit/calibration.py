@@ -335,25 +335,37 @@ def write_record(tables_dir: Path, params: Params, names: list[str], negative: i
 
 def kept_rates(tables_dir: Path, params: Params, names: list[str], negative: int, positive: int
                ) -> tuple[dict, pd.DataFrame]:
-    """What a calibration with these settings keeps of the one in ``tables_dir``: the rows of each reference
-    measured under its current rules (:data:`acgate.audit.verdicts.RULES_VERSIONS`) where the settings are these,
-    and per kept reference where they come from (``created_utc``, ``git_sha``, ``minutes``). Nothing where there is
-    no such calibration."""
+    """What a calibration with these settings keeps of the one in ``tables_dir`` (:func:`kept_rows`), where its
+    settings are these; nothing where there is no such calibration."""
     path, table = Path(tables_dir) / RECORD, Path(tables_dir) / "audit_calibration.csv"
-    nothing: tuple[dict, pd.DataFrame] = ({}, pd.DataFrame())
     try:
         record = json.loads(path.read_text())
         rows = pd.read_csv(table)
     except (OSError, ValueError):  # missing or unreadable (JSONDecodeError and pandas' errors are ValueErrors)
-        return nothing
-    if not isinstance(record, dict) or "reference" not in rows or record.get("settings") != json.loads(
+        return {}, pd.DataFrame()
+    if not isinstance(record, dict) or record.get("settings") != json.loads(
             json.dumps(settings(params, names, negative, positive))):
-        return nothing
+        return {}, pd.DataFrame()
+    return kept_rows(record, rows)
+
+
+def kept_rows(record: dict, rows: pd.DataFrame) -> tuple[dict, pd.DataFrame]:
+    """Of an earlier calibration's or panel-matched study's table ``rows`` and ``record``: the rows of each reference
+    measured under its current rules (:data:`acgate.audit.verdicts.RULES_VERSIONS`), and per such reference where
+    they come from (``created_utc``, ``git_sha``, ``minutes`` of the run that measured them)."""
     measured = rules_versions(record.get("rules_version"))
-    current = [r for r in dict.fromkeys(rows.reference) if measured.get(r) == RULES_VERSIONS.get(r)]
+    current = [r for r in dict.fromkeys(rows.reference) if measured.get(r) == RULES_VERSIONS.get(r)] \
+        if "reference" in rows else []
     origin = {r: record.get("kept", {}).get(r) or {k: record.get(k) for k in ("created_utc", "git_sha", "minutes")}
               for r in current}
-    return origin, rows[rows.reference.isin(current)]
+    return origin, rows[rows.reference.isin(current)] if current else pd.DataFrame()
+
+
+def kept_sentence(kept: dict, where: str, measured: list[str]) -> str:
+    """What a calibration or study keeps from ``where`` and measures again, in a line."""
+    return (f"kept from {where}: the rows of {', '.join(kept)}, measured under their current rules "
+            f"({', '.join(sorted({str(k.get('created_utc')) for k in kept.values()}))}); measured again: "
+            f"{', '.join(measured) or 'nothing'}")
 
 
 def reusable(tables_dir: Path, params: Params, names: list[str], negative: int, positive: int) -> tuple[bool, str]:

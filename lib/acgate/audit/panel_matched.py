@@ -420,9 +420,7 @@ def run_study(source: Source, params: Params, out: Path, scenarios: list[str] | 
         raise ValueError(f"no surrogate to audit: scenarios {', '.join(names) or 'none that this panel allows'}, "
                          f"{replicates} replicates; ask for 1 or more of a scenario the panel allows")
     if kept:
-        log(f"kept from {shown(keep)}: the rates of {', '.join(kept)}, measured under the current rules "
-            f"({', '.join(sorted({str(k.get('created_utc')) for k in kept.values()}))}); measured again: "
-            f"{', '.join(measure) or 'nothing'}")
+        log(calibration.kept_sentence(kept, shown(keep), measure))
     nulls = f" ({null_replicates} of each null)" if null_replicates and classical else ""
     if order:
         log(f"{len(order)} surrogate audits of {params.domain} ({source.panel.n_entities} entities x "
@@ -618,22 +616,14 @@ def kept_rates(path: Path, source: Source, params: Params, names: list[str], set
     beside it, the ``.csv`` of the same name): the rows of each reference measured under its current rules, where
     that study surrogated this panel under these params and surrogates, with the same scenarios and settings; and per
     kept reference, where its rows come from (``created_utc``, ``git_sha``, ``minutes`` of the study that measured
-    them). Nothing where there is no such study."""
+    them: :func:`acgate.audit.calibration.kept_rows`). Nothing where there is no such study."""
     path = Path(path)
-    nothing: tuple[dict, pd.DataFrame] = ({}, pd.DataFrame())
     table = path.with_suffix(".csv")
     record, note = _read_record(path, source.panel, params)
     if note or not table.is_file() or record.get("settings") != settings or sorted(record.get("scenarios", {})) \
             != sorted(names):
-        return nothing
-    current, _ = _current(record)
-    rows = pd.read_csv(table)
-    current = [r for r in current if "reference" in rows and (rows.reference == r).any()]  # rates and rows, both
-    if not current:
-        return nothing
-    origin = {r: record.get("kept", {}).get(r) or {k: record.get(k) for k in ("created_utc", "git_sha", "minutes")}
-              for r in current}
-    return origin, rows[rows.reference.isin(current)]
+        return {}, pd.DataFrame()
+    return calibration.kept_rows(record, pd.read_csv(table))
 
 
 def current_rates(paths: list[Path], panel: Panel, params: Params) -> dict:
