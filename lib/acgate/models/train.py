@@ -31,7 +31,7 @@ from tqdm import tqdm
 from acgate.config import Params
 from acgate.data.panel import Normalisers, Panel
 from acgate.models.batch import Batch
-from acgate.models.memory import MemoryPlan
+from acgate.models.memory import MemoryPlan, keep_freed_memory
 from acgate.models.networks import Output, build
 
 
@@ -136,6 +136,8 @@ def fit(panel: Panel, params: Params, method: str, seed: int, log: Callable[[str
     cfg, tcfg = params.model, params.train
     device = choose_device(tcfg.device)
     seed_everything(seed, tcfg.threads)
+    if tcfg.keep_freed_memory:
+        keep_freed_memory()
     norm = Normalisers.fit(panel)
     batch = Batch.build(panel, norm, cfg.max_lag, device)
     model = build(cfg, method, panel.n_entities, panel.X.shape[2], panel.P.shape[1], panel.S.shape[1]).to(device)
