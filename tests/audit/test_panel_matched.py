@@ -238,6 +238,21 @@ def test_a_study_record_keeps_the_provenance_of_its_start(example, source, tmp_p
     assert calibration.provenance(auto)["device"] == ("cuda" if torch.cuda.is_available() else "cpu")
 
 
+@pytest.mark.parametrize("domain", ["economics", "energy"])
+def test_the_committed_studies_were_measured_under_the_repositorys_params(domain):
+    """The committed panel-matched studies match the params files (else every verdict matrix silently loses their
+    error rates), and a setting that changes no number, train.keep_freed_memory, leaves a study current either way;
+    another learning rate does not."""
+    record = json.loads((ROOT / "tables" / f"{domain}_panel_matched.json").read_text())
+    params = load_params(ROOT / "params" / f"{domain}.yaml")
+    assert record["params_digest"] == panel_matched.params_digest(params)
+    train = params.train
+    for changed, same in ((dataclasses.replace(train, keep_freed_memory=not train.keep_freed_memory), True),
+                          (dataclasses.replace(train, lr=train.lr * 2), False)):
+        digest = panel_matched.params_digest(dataclasses.replace(params, train=changed))
+        assert (digest == record["params_digest"]) is same
+
+
 def test_a_study_of_another_panel_or_other_params_is_refused(example, source, tmp_path):
     params, _, panel = example
     path = tmp_path / panel_matched.RECORD

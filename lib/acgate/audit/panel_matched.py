@@ -542,8 +542,12 @@ def panel_digest(panel: Panel) -> str:
 
 def params_digest(params: Params) -> str:
     """Short hash of the whole params, the audit settings, methods and seed count included (all shape the study's
-    replicates or the rules they are judged by); ``Params.digest`` leaves those out, as they do not shape a run."""
-    return hashlib.sha256(json.dumps(params.to_dict(), sort_keys=True).encode()).hexdigest()[:12]
+    replicates or the rules they are judged by); ``Params.digest`` leaves those out, as they do not shape a run. Left
+    out: ``train.keep_freed_memory``, which changes no number (so the studies measured before it existed stay
+    current)."""
+    whole = params.to_dict()
+    whole["train"] = {k: v for k, v in whole["train"].items() if k != "keep_freed_memory"}
+    return hashlib.sha256(json.dumps(whole, sort_keys=True).encode()).hexdigest()[:12]
 
 
 def write_record(path: Path, source: Source, params: Params, names: list[str], settings: dict, rates: dict,
