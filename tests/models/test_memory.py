@@ -4,6 +4,7 @@ cannot fit."""
 import dataclasses
 import json
 import os
+import platform
 import re
 import subprocess
 import sys
@@ -142,7 +143,7 @@ print(json.dumps({"faults_per_epoch": faults / result.epochs_run, "history": res
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not memory.keep_freed_memory(), reason="glibc's mallopt is not available (not Linux with glibc)")
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's mallopt is not available (not Linux with glibc)")
 def test_keeping_freed_memory_changes_no_number_and_stops_the_page_faults():
     """TFT on the paper's synthetic panel, trained in two fresh processes, with train.keep_freed_memory and without
     (glibc's own settings): the losses of every epoch and the predictions are the same to the bit. Without it, every

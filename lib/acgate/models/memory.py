@@ -52,8 +52,8 @@ def keep_freed_memory() -> bool:
     MB-sized activations then come back every step as fresh pages that the kernel must zero, thousands of page
     faults a step. With allocations up to ``MMAP_THRESHOLD`` taken from the heap and the heap trimmed only past
     ``TRIM_THRESHOLD`` of free memory, the process keeps its peak memory until it ends and reuses it. Where the
-    numbers come from changes none of them; on the 2-core AMD EPYC VM a synthetic training job (14 methods, 2 seeds)
-    took 7-11 % less time. Not Linux with glibc (macOS, musl): False, nothing changed."""
+    numbers come from changes none of them; what it saves is in docs/speed.md. Not Linux with glibc (macOS, musl):
+    False, nothing changed."""
     if not sys.platform.startswith("linux"):
         return False
     mallopt = getattr(ctypes.CDLL(None), "mallopt", None)
