@@ -32,14 +32,18 @@ methods: list = []  # methods to train; empty means the params file's list
 runs_dir: str = ""  # artifacts go to <runs_dir>/<domain>/seed<NN>/<method>/; empty: runs, or runs/<profile>
 data_dir: str = ""  # panels are read from <data_dir>/processed/; empty: data, or <runs_dir>/data when that is not runs
 retrain: bool = False  # true: retrain a method even when its finished run has the same parameters (params hash)
+stack_seeds: list = []  # the seeds of this job, this one among them: where train.stacked stacks (auto: on a GPU), the
+# first seed's notebook trains their neural runs as one stacked model per method and the others keep them; empty: alone
 # %%
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from acgate.config import GATE_METHODS, NEURAL_BASELINES
 from acgate.data.prep import panel_for_training
 from acgate.layout import grid_folders, method_dir
-from acgate.models.runner import run_method
+from acgate.models import stacked
+from acgate.models.runner import run_method, run_seeds
 from acgate.notebook.resolve import resolve
 
 params, root = resolve(domain, params_file, profile_file)
@@ -51,13 +55,29 @@ print(f"{params.domain} seed {seed}: {panel.n_entities} entities, K = {params.mo
       f"methods {', '.join(to_train)}")
 
 # %% [markdown]
+# ## Seeds trained together (on a GPU)
+# On a GPU a small model's epoch waits on kernel launches, not arithmetic. Where `train.stacked` stacks (auto: on a
+# GPU), the first notebook of a job trains the neural methods of all the job's seeds (`stack_seeds`; the workflow's
+# `seeds_per_job` of them) as one stacked model per method, each seed its lone run up to float rounding
+# (`acgate.models.stacked`), and the job's later notebooks keep those runs. On the CPU, nothing happens here.
+
+# %%
+neural = [m for m in to_train if m in GATE_METHODS + NEURAL_BASELINES]
+stacking = seed in stack_seeds and bool(neural) and stacked.wanted(params, len(stack_seeds))
+if stacking and seed == stack_seeds[0]:
+    panels = {s: panel if s == seed else panel_for_training(params, s, data_root) for s in stack_seeds}
+    for m in neural:
+        run_seeds(panels, params, m, runs_root, retrain=retrain, bar=True)
+
+# %% [markdown]
 # ## Training
 # A progress bar per method (epoch, training and validation loss, best epoch so far) and a line when it stops. A
 # method whose finished run was trained under the same parameters is kept (set `retrain = True` to redo it, e.g.
-# after changing code under `lib/`).
+# after changing code under `lib/`; runs the stack above trained are not trained again).
 
 # %%
-metrics = {m: run_method(panel, params, m, seed, runs_root, retrain=retrain, bar=True) for m in to_train}
+metrics = {m: run_method(panel, params, m, seed, runs_root, retrain=retrain and not (stacking and m in neural),
+                         bar=True) for m in to_train}
 out_dirs = {m: method_dir(runs_root, params.domain, seed, m) for m in to_train}
 
 # %% [markdown]

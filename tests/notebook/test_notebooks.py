@@ -246,6 +246,28 @@ def test_seeds_run_in_one_kernel_give_what_fresh_kernels_give(tmp_path, capfd):
     assert checked[0] == checked[1]
 
 
+def test_a_jobs_seeds_train_as_one_stacked_model_where_stacking_is_on(tmp_path):
+    """Where train.stacked stacks (on: here too; auto: on a GPU), a job's first notebook trains the neural runs of all
+    its seeds (stack_seeds) as one stacked model and the later ones keep them, retrain or not; a closed-form fit is
+    each seed's own."""
+    profile = yaml.safe_load((ROOT / SMOKE).read_text())
+    profile["train"]["stacked"] = "on"
+    (tmp_path / "stacked.yaml").write_text(yaml.safe_dump(profile))
+    runs = tmp_path / "runs"
+    common = {"domain": "synthetic_linear", "profile_file": str(tmp_path / "stacked.yaml"),
+              "methods": ["acgate", "grouped_ardl"], "runs_dir": str(runs), "data_dir": str(tmp_path / "data"),
+              "stack_seeds": [0, 1], "retrain": True}
+    execute_notebooks(ROOT / "notebooks" / "03_train.py",
+                      [(runs / "synthetic_linear" / f"seed{s:02d}" / "03_train.ipynb", {**common, "seed": s})
+                       for s in (0, 1)])
+    for seed in (0, 1):
+        folder = runs / "synthetic_linear" / f"seed{seed:02d}"
+        assert json.loads((folder / "acgate" / "metrics.json").read_text())["stacked_seeds"] == 2, seed
+        assert json.loads((folder / "grouped_ardl" / "manifest.json").read_text())["seed"] == seed
+    log = (runs / "synthetic_linear" / "seed01" / "03_train.log").read_text()
+    assert "[acgate seed 1] kept" in log, log[-2000:]
+
+
 def coalesced(cell) -> list[dict]:
     """A cell's outputs with consecutive stream outputs of one name joined, as nbval compares them (the kernel may
     flush one print in one message or two)."""
