@@ -27,6 +27,10 @@ def test_a_cell_agrees_within_two_standard_errors_of_the_old_seeds():
     assert equivalence.compare(long([5.0] * 3), long([5.00001] * 3)).iloc[0].agrees  # 2e-6: rounding
     undefined = equivalence.compare(long([np.nan] * 3), long([np.nan] * 3)).iloc[0]
     assert undefined.agrees and undefined.move_in_se == 0  # undefined in both grids
+    # zero but for rounding (the k* spread of a shared lag on two machines): no move, spread over seeds or not
+    assert equivalence.compare(long([0.0] * 20), long([1.8e-15] * 20)).iloc[0].agrees
+    assert equivalence.compare(long([8.9e-16, 0.0] * 10), long([6.2e-16, 0.0] * 10)).iloc[0].agrees
+    assert not equivalence.compare(long([0.0] * 20), long([1e-9] * 20)).iloc[0].agrees
     appears = equivalence.compare(long([np.nan] * 3), long([0.5, 0.6, 0.7])).iloc[0]
     assert not appears.agrees  # undefined before, defined now
 
@@ -48,3 +52,8 @@ def test_verdict_matrices_are_compared_cell_by_cell(tmp_path):
         added / "verdict_matrix.csv", index=False)
     assert equivalence.verdicts_agree(tmp_path / "old", added)[0]
     assert not equivalence.verdicts_agree(added, tmp_path / "old")[0]
+
+
+def test_runs_without_audits_compare_their_run_metrics_alone(tmp_path):
+    """Runs copied back from another machine without their audits: no L2 rows, and no error."""
+    assert equivalence.compare(equivalence.l2_values(tmp_path), equivalence.l2_values(tmp_path)).empty

@@ -5,8 +5,9 @@ tables, old grid against new, per domain and method (and stratifier), with the v
     python -m acgate.tools.equivalence OLD_RUNS NEW_RUNS OLD_TABLES NEW_TABLES [--out comparison.csv]
 
 A cell agrees when its mean moved by at most two standard errors of the old grid's seeds (2 sd / sqrt(seeds)); a
-cell with no spread over seeds (sd 0: a deterministic method) may move only at rounding level (relative 1e-5). Old
-runs are read as they are (every finished run found), since an old grid's runs were all current when its tables
+cell with no spread over seeds (sd 0: a deterministic method) may move only at rounding level (relative 1e-5). A
+quantity that is zero but for float rounding in both grids (the k* spread of a shared lag, 1e-15 on one machine and
+0 on another) agrees: means within 1e-12 of each other never count as a move. Old runs are read as they are (every finished run found), since an old grid's runs were all current when its tables
 were made.
 """
 
@@ -23,6 +24,8 @@ from acgate.layout import seed_of
 from acgate.report.inputs import metrics_row
 
 ROUNDING = 1e-5  # relative change allowed where the seeds do not spread
+FLOAT_ZERO = 1e-12  # a move this small is float rounding around zero, whatever the seeds' spread
+LONG = ["domain", "method", "seed", "metric", "value"]  # the long frames' columns
 SUMMARY_METRICS = ("test_mse", "test_r2_by_time", "test_r2_pooled", "kstar_sd", "omega_entropy",
                    "gate_sensitivity", "mae_lag_centre", "spearman_lag_centre", "mae_dgp_mean_lag",
                    "spearman_dgp_mean_lag")
@@ -40,15 +43,16 @@ def run_values(runs_root: Path) -> pd.DataFrame:
 
 
 def l2_values(runs_root: Path) -> pd.DataFrame:
-    """Long frame of each audit's per-seed L2 rows: |rho| and whether p < alpha, per method and stratifier."""
+    """Long frame of each audit's per-seed L2 rows: |rho| and whether p < alpha, per method and stratifier (no rows
+    where no domain was audited, e.g. runs copied back without their audits)."""
     frames = []
     for path in sorted(Path(runs_root).glob("*/audit/l2.csv")):
         l2 = pd.read_csv(path).dropna(subset=["rho"])
         alpha = json.loads((path.parent / "verdicts.json").read_text())["audit"]["alpha"]
         long = pd.concat([l2.assign(metric="abs_rho | " + l2.stratifier, value=l2.rho.abs()),
                           l2.assign(metric="p_below_alpha | " + l2.stratifier, value=(l2.p_perm < alpha) * 1.0)])
-        frames.append(long.assign(domain=path.parents[1].name)[["domain", "method", "seed", "metric", "value"]])
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+        frames.append(long.assign(domain=path.parents[1].name)[LONG])
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=LONG).astype({"value": float})
 
 
 def compare(old: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
@@ -62,7 +66,8 @@ def compare(old: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
     spread = table.se.where(table.se > 0)
     # no spread over seeds (a deterministic method such as Grouped ARDL): it may move only at rounding level
     still = np.where(np.isclose(table.mean_new, table.mean_old, rtol=ROUNDING, atol=0), 0.0, np.inf)
-    table["move_in_se"] = np.where(undefined, 0.0, np.where(spread.notna(), table.move.abs() / spread, still))
+    zero = undefined | (table.move.abs() <= FLOAT_ZERO)
+    table["move_in_se"] = np.where(zero, 0.0, np.where(spread.notna(), table.move.abs() / spread, still))
     table["agrees"] = table.move_in_se <= 2
     return table
 
