@@ -7,8 +7,8 @@ tables, old grid against new, per domain and method (and stratifier), with the v
 A cell agrees when its mean moved by at most two standard errors of the old grid's seeds (2 sd / sqrt(seeds)); a
 cell with no spread over seeds (sd 0: a deterministic method) may move only at rounding level (relative 1e-5). A
 quantity that is zero but for float rounding in both grids (the k* spread of a shared lag, 1e-15 on one machine and
-0 on another) agrees: means within 1e-12 of each other never count as a move. Old runs are read as they are (every finished run found), since an old grid's runs were all current when its tables
-were made.
+0 on another) agrees: means within 1e-12 of each other never count as a move. Old runs are read as they are (every
+finished run found), since an old grid's runs were all current when its tables were made.
 """
 
 from __future__ import annotations
