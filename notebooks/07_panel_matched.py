@@ -58,8 +58,8 @@ import pandas as pd
 from IPython.display import display
 
 from acgate.audit import calibration, panel_matched
-from acgate.data.panel import Panel
-from acgate.layout import grid_folders, panel_dir, panel_matched_dir
+from acgate.data.prep import prepared_panel
+from acgate.layout import grid_folders, panel_matched_dir
 from acgate.notebook.resolve import resolve
 from acgate.report import figures, render
 
@@ -70,7 +70,7 @@ if params.data is None:
 folders = grid_folders([profile_file], runs_dir, data_dir, tables_dir, figures_dir)
 panel_matched.check_size(replicates, neural_replicates, seeds or params.n_seeds, jobs, null_replicates,
                          names={"neural": "neural_replicates"}, zero={"seeds": "0: the domain's n_seeds"})
-panel = Panel.load(panel_dir(root / folders["data_dir"], params.domain))
+panel = prepared_panel(params, root / folders["data_dir"])
 out = panel_matched_dir(root / folders["runs_dir"], params.domain)
 source = panel_matched.fit_source(panel, params)
 names = source.scenarios(scenarios)

@@ -460,3 +460,13 @@ def test_a_study_measures_again_only_the_references_whose_rules_changed(example,
     # another size measures everything again
     size["replicates"] = 3
     assert set(study("bigger").replicates.reference) == {"acgate", "moderated_dl"}
+
+
+@pytest.mark.slow
+def test_the_study_notebook_names_the_missing_panel_and_how_to_read_the_papers(tmp_path):
+    """A study with a runs_dir of its own reads its panel from <runs_dir>/data: where there is none, it names that
+    folder and data_dir='data' (it asked to delete and remake a folder that did not exist)."""
+    with pytest.raises(RuntimeError, match=r"no processed panel for domain 'economics' in \S*runs/data/processed/"
+                                           r"economics.*data_dir='data' reads the paper's"):
+        execute_notebook(ROOT / "notebooks" / "07_panel_matched.py", tmp_path / "07_panel_matched.ipynb",
+                         {"domain": "economics", "runs_dir": str(tmp_path / "runs")})

@@ -370,18 +370,24 @@ def save(prepared: Prepared, directory: Path, manifest: dict) -> None:
     write_json(Path(directory) / "manifest.json", manifest)
 
 
+def prepared_panel(params: Params, data_root: Path) -> Panel:
+    """A data domain's processed panel (from 01_data_prep), or a FileNotFoundError that names the folder and how to
+    make it."""
+    directory = panel_dir(data_root, params.domain)
+    if not (directory / "panel.json").is_file():
+        raise FileNotFoundError(f"no processed panel for domain '{params.domain}' in {directory}; run "
+                                "notebooks/01_data_prep.py with the same profile_file and data_dir (a notebook with a "
+                                "profile or a runs_dir of its own keeps its panels in <runs_dir>/data; data_dir='data' "
+                                f"reads the paper's), or the workflow: make paper CONFIG='domains=[{params.domain}]'")
+    return Panel.load(directory)
+
+
 def panel_for_training(params: Params, seed: int, data_root: Path) -> Panel:
     """The panel a run trains on: the synthetic draw of ``seed``, or the domain's processed panel (from
     01_data_prep) with, for proxy-shuffle domains, this seed's permutation applied and recorded in ``panel.meta``."""
     if params.synthetic is not None:
         return load_or_simulate(params, seed, data_root)
-    directory = panel_dir(data_root, params.domain)
-    if not (directory / "panel.json").is_file():
-        raise FileNotFoundError(f"no processed panel for domain '{params.domain}' in {directory}; run "
-                                f"notebooks/01_data_prep.py with the same profile_file and data_dir (a notebook with a "
-                                f"profile keeps its panels in runs/<profile name>/data; data_dir='data' reads the "
-                                f"paper's), or the workflow: make paper CONFIG='domains=[{params.domain}]'")
-    panel = Panel.load(directory)
+    panel = prepared_panel(params, data_root)
     if params.data.proxy_shuffle:
         panel, permutation = panel.with_shuffled_proxies(seed, PROXY_SHUFFLE_SALT)
         panel.meta["proxy_permutation"] = [str(e) for e in panel.entities[permutation]]
