@@ -82,9 +82,11 @@ def test_dry_run_lists_the_grid(tmp_path):
                                              "seeds_per_job=1"])
     assert job_counts(one.stdout) == expected | {"train": 2 * expected["train"]}
     # 8 seeds at 5 a job: two jobs of 4, which two cores finish together (5 and 3 left one idle for a third of the run)
-    eight = snakemake(tmp_path, "-n", config=[*SMOKE, "domains=[synthetic_linear]", "seeds=8"])
+    eight = snakemake(tmp_path, "-n", "-p", config=[*SMOKE, "domains=[synthetic_linear]", "seeds=8"])
     assert sorted(re.findall(r"^Job \d+: train_synthetic_linear_(seeds\w+)", eight.stdout, re.MULTILINE)) == [
         "seeds00_03", "seeds04_07"]
+    # each job's notebooks learn its seeds, which train as one stacked model where train.stacked stacks (a GPU)
+    assert sorted(re.findall(r"'stack_seeds=(\[[\d, ]+\])'", eight.stdout)) == ["[0, 1, 2, 3]", "[4, 5, 6, 7]"]
 
 
 def test_each_job_is_printed_as_one_line_that_names_its_rule(tmp_path):
