@@ -32,8 +32,7 @@ methods: list = []  # methods to train; empty means the params file's list
 runs_dir: str = ""  # artifacts go to <runs_dir>/<domain>/seed<NN>/<method>/; empty: runs, or runs/<profile>
 data_dir: str = ""  # panels are read from <data_dir>/processed/; empty: data, or <runs_dir>/data when that is not runs
 retrain: bool = False  # true: retrain a method even when its finished run has the same parameters (params hash)
-stack_seeds: list = []  # the seeds of this job, this one among them: where train.stacked stacks (auto: on a GPU), the
-# first seed's notebook trains their neural runs as one stacked model per method and the others keep them; empty: alone
+stack_seeds: list = []  # the job's seeds: where train.stacked stacks (a GPU) they train as one model; empty: alone
 # %%
 import matplotlib.pyplot as plt
 import numpy as np
