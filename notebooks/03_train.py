@@ -38,7 +38,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from acgate.config import GATE_METHODS, NEURAL_BASELINES
+from acgate.config import NEURAL_METHODS
 from acgate.data.prep import panel_for_training
 from acgate.layout import grid_folders, method_dir
 from acgate.models import stacked
@@ -56,17 +56,22 @@ print(f"{params.domain} seed {seed}: {panel.n_entities} entities, K = {params.mo
 # %% [markdown]
 # ## Seeds trained together (on a GPU)
 # On a GPU a small model's epoch waits on kernel launches, not arithmetic. Where `train.stacked` stacks (auto: on a
-# GPU), the first notebook of a job trains the neural methods of all the job's seeds (`stack_seeds`; the workflow's
-# `seeds_per_job` of them) as one stacked model per method, each seed its lone run up to float rounding
-# (`acgate.models.stacked`), and the job's later notebooks keep those runs. On the CPU, nothing happens here.
+# GPU; on: anywhere), the first notebook of a job trains the neural methods of all the job's seeds (`stack_seeds`; the
+# workflow's `seeds_per_job` of them) as one stacked model per method, each seed its lone run up to float rounding
+# (`acgate.models.stacked`), and the job's later notebooks keep those runs. `retrain` applies in the first notebook,
+# which trains the stack again; to retrain one seed alone, run its notebook with `stack_seeds=[]`. With
+# `train.stacked` off, or auto on the CPU, nothing happens here.
 
 # %%
-neural = [m for m in to_train if m in GATE_METHODS + NEURAL_BASELINES]
+neural = [m for m in to_train if m in NEURAL_METHODS]
 stacking = seed in stack_seeds and bool(neural) and stacked.wanted(params, len(stack_seeds))
 if stacking and seed == stack_seeds[0]:
     panels = {s: panel if s == seed else panel_for_training(params, s, data_root) for s in stack_seeds}
     for m in neural:
         run_seeds(panels, params, m, runs_root, retrain=retrain, bar=True)
+elif stacking and retrain:
+    print(f"retrain: seed {stack_seeds[0]}'s notebook trains the neural runs of seeds {stack_seeds} again as one "
+          "stack, and this one keeps them (stack_seeds=[] retrains this seed alone)")
 
 # %% [markdown]
 # ## Training

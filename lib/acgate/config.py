@@ -27,10 +27,11 @@ import yaml
 # AC-GATE, its ablations, and AC-GATE trained on proxies permuted across entities (the calibrated L1's comparator)
 GATE_METHODS = ("acgate", "no_ac_encoder", "uniform_lag", "no_recon_reg", "shuffled_proxies", "proxy_shared_gate")
 NEURAL_BASELINES = ("plain_lstm", "tft", "ganet")
+NEURAL_METHODS = GATE_METHODS + NEURAL_BASELINES  # trained by gradient steps (acgate.models.train)
 # the classical yardstick (acgate.models.classical): the moderated distributed lag, its shared-lag and shuffled-proxy
 # twins (the comparators of its own heterogeneity verdict) and the two-stage shrinkage model
 CLASSICAL_METHODS = ("moderated_dl", "shared_dl", "shuffled_dl", "proxy_scaled_dl", "two_stage_dl")
-METHODS = GATE_METHODS + NEURAL_BASELINES + ("grouped_ardl",) + CLASSICAL_METHODS
+METHODS = NEURAL_METHODS + ("grouped_ardl",) + CLASSICAL_METHODS
 CLOSED_FORM_METHODS = ("grouped_ardl", *CLASSICAL_METHODS)  # numpy fits: no epochs, always on the CPU
 # closed-form fits that read no seed (shuffled_dl reads one: its permutation): on one panel every seed's fit is the same
 SEEDLESS_METHODS = tuple(m for m in CLOSED_FORM_METHODS if m != "shuffled_dl")

@@ -263,9 +263,10 @@ def test_a_jobs_seeds_train_as_one_stacked_model_where_stacking_is_on(tmp_path):
     for seed in (0, 1):
         folder = runs / "synthetic_linear" / f"seed{seed:02d}"
         assert json.loads((folder / "acgate" / "metrics.json").read_text())["stacked_seeds"] == 2, seed
-        assert json.loads((folder / "grouped_ardl" / "manifest.json").read_text())["seed"] == seed
+        manifest = json.loads((folder / "grouped_ardl" / "manifest.json").read_text())
+        assert manifest["seed"] == seed and "copied_from" not in manifest  # fitted on this seed's own panel
     log = (runs / "synthetic_linear" / "seed01" / "03_train.log").read_text()
-    assert "[acgate seed 1] kept" in log, log[-2000:]
+    assert "[acgate seed 1] kept" in log and "retrain: seed 0's notebook trains the neural runs" in log, log[-2000:]
 
 
 def coalesced(cell) -> list[dict]:

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from acgate.config import GATE_METHODS, NEURAL_BASELINES, ModelConfig
+from acgate.config import GATE_METHODS, NEURAL_METHODS, ModelConfig
 
 
 def lag_windows(x: Tensor, max_lag: int) -> Tensor:
@@ -318,4 +318,4 @@ def build(cfg: ModelConfig, method: str, n_entities: int, n_features: int, n_pro
     if method == "ganet":
         return GANet(cfg, n_entities, n_features, n_static)
     raise ValueError(f"unknown neural method '{method}' (a method name in the params file's or the notebook's "
-                     f"methods list); choose one of {', '.join(GATE_METHODS + NEURAL_BASELINES)}, or grouped_ardl")
+                     f"methods list); choose one of {', '.join(NEURAL_METHODS)}, or grouped_ardl")

@@ -27,7 +27,7 @@ import pandas as pd
 import torch
 from threadpoolctl import threadpool_limits
 
-from acgate.config import CLASSICAL_METHODS, GATE_METHODS, NEURAL_BASELINES, SEEDLESS_METHODS, Params
+from acgate.config import CLASSICAL_METHODS, GATE_METHODS, NEURAL_METHODS, SEEDLESS_METHODS, Params
 from acgate.data.panel import SPLITS, Panel
 from acgate.layout import method_dir, shown
 from acgate.models import baselines, lags, stacked
@@ -182,7 +182,7 @@ def run_many(runs: dict[K, RunSpec], method: str, log: Callable[[str], None] = p
                       else _fitted_for_another_seed(panel, params, method, out))
             if fitted is not None:
                 done[key] = _copy_run(fitted, out, seed, log)
-            elif method in GATE_METHODS + NEURAL_BASELINES and stacked.wanted(params, len(runs)):
+            elif method in NEURAL_METHODS and stacked.wanted(params, len(runs)):
                 pending[key] = runs[key]
             else:
                 done[key] = _retrain(panel, params, method, seed, out, log, bar)

@@ -7,7 +7,7 @@ tables, old grid against new, per domain and method (and stratifier), with the v
 A cell agrees when its mean moved by at most two standard errors of the old grid's seeds (2 sd / sqrt(seeds)); a
 cell with no spread over seeds (sd 0: a deterministic method) may move only at rounding level (relative 1e-5). A
 quantity that is zero but for float rounding in both grids (the k* spread of a shared lag, 1e-15 on one machine and
-0 on another) agrees: means within 1e-12 of each other never count as a move. Old runs are read as they are (every
+0 on another) agrees: means both within 1e-12 of zero never count as a move. Old runs are read as they are (every
 finished run found), since an old grid's runs were all current when its tables were made.
 """
 
@@ -24,7 +24,7 @@ from acgate.layout import seed_of
 from acgate.report.inputs import metrics_row
 
 ROUNDING = 1e-5  # relative change allowed where the seeds do not spread
-FLOAT_ZERO = 1e-12  # a move this small is float rounding around zero, whatever the seeds' spread
+FLOAT_ZERO = 1e-12  # means this close to zero in both grids are float rounding, whatever the seeds' spread
 LONG = ["domain", "method", "seed", "metric", "value"]  # the long frames' columns
 SUMMARY_METRICS = ("test_mse", "test_r2_by_time", "test_r2_pooled", "kstar_sd", "omega_entropy",
                    "gate_sensitivity", "mae_lag_centre", "spearman_lag_centre", "mae_dgp_mean_lag",
@@ -66,7 +66,7 @@ def compare(old: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
     spread = table.se.where(table.se > 0)
     # no spread over seeds (a deterministic method such as Grouped ARDL): it may move only at rounding level
     still = np.where(np.isclose(table.mean_new, table.mean_old, rtol=ROUNDING, atol=0), 0.0, np.inf)
-    zero = undefined | (table.move.abs() <= FLOAT_ZERO)
+    zero = undefined | ((table.mean_old.abs() <= FLOAT_ZERO) & (table.mean_new.abs() <= FLOAT_ZERO))
     table["move_in_se"] = np.where(zero, 0.0, np.where(spread.notna(), table.move.abs() / spread, still))
     table["agrees"] = table.move_in_se <= 2
     return table
