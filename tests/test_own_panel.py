@@ -9,6 +9,7 @@ import pytest
 from acgate.audit import domain_audit as audit
 from acgate.config import load_params
 from acgate.data import prep
+from acgate.data.panel import Panel
 from acgate.data.example import write_example
 from acgate.models import runner
 
@@ -76,6 +77,11 @@ def test_proxy_shuffle_domain_permutes_and_records(example, tmp_path):
     assert order != list(range(len(order)))
     assert shuffled.stratifiers.equals(original.stratifiers)  # stratifiers stay with their entities
     assert prep.panel_for_training(twin, 1, tmp_path).meta["proxy_permutation"] != shuffled.meta["proxy_permutation"]
+    # the digest its runs record and the audit checks: each seed's own proxy order, not the saved panel's
+    saved = Panel.load(tmp_path / "processed" / twin.domain)
+    assert prep.training_digest(saved, twin, 0) == shuffled.digest() != saved.digest()
+    assert prep.training_digest(saved, twin, 1) != shuffled.digest()
+    assert prep.training_digest(original, params, 0) == original.digest()
 
 
 def test_missing_processed_panel_says_what_to_run(example, tmp_path):

@@ -1,5 +1,7 @@
 """acgate.audit_panel: a DataFrame audited in one call, through the workflow's own steps."""
 
+from pathlib import Path
+
 import pandas as pd
 import pytest
 
@@ -68,3 +70,23 @@ def test_a_bad_study_size_stops_before_anything_is_written_or_trained(tmp_path, 
                            proxies=["mean:capacity", "mean:openness"], methods=METHODS, workdir=tmp_path,
                            log=lambda _: None, **size)
     assert not any(tmp_path.iterdir())
+
+
+def test_no_call_writes_into_a_project_root_or_a_params_file_it_did_not_write(tmp_path, monkeypatch):
+    """workdir=<the project root>, domain="economics" rewrote the tracked params/economics.yaml and trained into the
+    paper's runs/economics/; "~/audit" made a folder named "~" in the working directory. Each call here also names a
+    column the frame lacks, so that code without these checks stops before it writes anything."""
+    root = Path(__file__).resolve().parents[1]
+    tracked = (root / "params" / "economics.yaml").read_text()
+    kwargs = dict(entity="region", time="year", target="outcome", features=["driver"], proxies=["mean:not_there"],
+                  log=lambda _: None)
+    with pytest.raises(ValueError, match=r"is a project's root .* give a folder of the audit's own"):
+        acgate.audit_panel(example_frame(), workdir=root, domain="economics", **kwargs)
+    assert (root / "params" / "economics.yaml").read_text() == tracked
+    monkeypatch.setenv("HOME", str(tmp_path))
+    foreign = tmp_path / "audit" / "params" / "my_panel.yaml"
+    foreign.parent.mkdir(parents=True)
+    foreign.write_text("domain: my_panel\n")
+    with pytest.raises(ValueError, match=f"{foreign} exists and audit_panel did not write it"):
+        acgate.audit_panel(example_frame(), workdir="~/audit", **kwargs)
+    assert foreign.read_text() == "domain: my_panel\n"

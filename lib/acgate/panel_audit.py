@@ -46,6 +46,8 @@ OWN_PANEL_METHODS = ("acgate", "no_ac_encoder", "uniform_lag", "no_recon_reg", "
                      "proxy_shared_gate", "moderated_dl", "shared_dl", "shuffled_dl", "proxy_scaled_dl",
                      "two_stage_dl")
 HELD_OUT = (0.68, 0.84)  # default split: validation from 68 % of the time span, test from 84 %
+# the first line of every params file audit_panel writes: a params file without it is someone else's, never replaced
+WRITTEN_BY = "# written by acgate.audit_panel, which rewrites this file at each call: copy it to keep changes\n"
 
 
 @dataclass
@@ -169,8 +171,9 @@ def audit_panel(frame: pd.DataFrame, *, entity: str, time: str, target: str, fea
     domain : str, default "my_panel"
         The panel's name (letters, digits and _): the folder names under ``workdir``.
     workdir : str or Path, default "acgate_audit"
-        Where the CSV, the params file, the panel, the runs, the study and the audit go; runs there that are current
-        are kept.
+        Where the CSV, the params file, the panel, the runs, the study and the audit go (``~`` is your home folder);
+        runs there that are current are kept. A project's root (a folder with ``pyproject.toml``, such as this
+        repository's) is refused, and so is a params file there that ``audit_panel`` did not write.
     study_replicates, study_neural_replicates, study_seeds : int, default 15, 0, 5
         The panel-matched study: surrogates of each scenario, how many of them train the AC-GATE family too (7-17
         times a classical one's cost; about 20 measure AC-GATE's rates, which are "not measured" with 0), and seeds
@@ -193,7 +196,7 @@ def audit_panel(frame: pd.DataFrame, *, entity: str, time: str, target: str, fea
         panel_matched.check_size(study_replicates, study_neural_replicates, study_seeds, jobs,
                                  names={"replicates": "study_replicates", "neural": "study_neural_replicates",
                                         "seeds": "study_seeds"}, zero={"replicates": "0: no study"})
-    workdir = Path(workdir).resolve()
+    workdir = _own_folder(workdir, domain)
     columns = [entity, time, target, *features, *(prep.parse_summary(spec)[1] for spec in
                                                  (*proxies, *stratifiers, *static))]
     if isinstance(settings.get("audit"), dict) and settings["audit"].get("true_lag"):
@@ -222,7 +225,7 @@ def audit_panel(frame: pd.DataFrame, *, entity: str, time: str, target: str, fea
         spec[section] = {**spec.get(section, {}), **values}
     params = params_from_dict(spec, f"audit_panel({domain!r})")
     _write_if_changed(csv, frame[list(dict.fromkeys(columns))].to_csv(index=False))
-    _write_if_changed(workdir / "params" / f"{domain}.yaml", yaml.safe_dump(spec, sort_keys=False))
+    _write_if_changed(workdir / "params" / f"{domain}.yaml", WRITTEN_BY + yaml.safe_dump(spec, sort_keys=False))
     data_root, runs_root = workdir / "data", workdir / "runs"
 
     long, source = prep.load_long(params, workdir)
@@ -267,6 +270,23 @@ def _study(panel: Panel, params: Params, out: Path, wanted: dict, jobs: int, log
     else:
         log(f"{params.domain}: the panel-matched study in {shown(out)} is current for this panel and size: kept")
     return found
+
+
+def _own_folder(workdir: str | Path, domain: str) -> Path:
+    """``workdir`` as an absolute folder (``~`` expanded), or a ValueError naming it and the fix where a call would
+    write into someone else's files: a project's root (``runs/<domain>/`` and ``params/<domain>.yaml`` there are a
+    grid's: the paper's in this repository), or a params file that :func:`audit_panel` did not write."""
+    folder = Path(workdir).expanduser().resolve()
+    if (folder / "pyproject.toml").is_file():
+        raise ValueError(f"workdir={str(workdir)!r} is a project's root ({folder} has pyproject.toml): audit_panel "
+                         f"would write params/{domain}.yaml and runs/{domain}/ there, where the project keeps its own; "
+                         f"give a folder of the audit's own, e.g. workdir={str(folder / 'my_audit')!r}")
+    params = folder / "params" / f"{domain}.yaml"
+    if params.is_file() and not params.read_text(errors="replace").startswith(WRITTEN_BY):
+        raise ValueError(f"{params} exists and audit_panel did not write it (its first line is not {WRITTEN_BY!r}): "
+                         f"it would be replaced; give another domain= or workdir=, or delete the file if an earlier "
+                         "version of audit_panel wrote it")
+    return folder
 
 
 def _write_if_changed(path: Path, text: str) -> None:

@@ -262,6 +262,9 @@ def test_a_study_of_another_panel_or_other_params_is_refused(example, source, tm
     assert panel_matched.read_rates(path, panel, params)["error_rates"] == rates
     changed = dataclasses.replace(panel, Y=panel.Y + 1)
     assert "another panel" in panel_matched.read_rates(path, changed, params)["note"]
+    corrected = panel.P.copy()  # two entities' proxies exchanged: each entity's surrogate lags follow other values
+    corrected[[0, 1]] = corrected[[1, 0]]
+    assert "another panel" in panel_matched.read_rates(path, dataclasses.replace(panel, P=corrected), params)["note"]
     shuffled = panel.stratifiers.copy()
     shuffled["mean_governance"] = shuffled["mean_governance"].to_numpy()[::-1]
     restratified = dataclasses.replace(panel, stratifiers=shuffled)

@@ -81,7 +81,12 @@ def test_run_seeds_writes_each_stacked_seed_and_keeps_them(smoke_params, seed_pa
     # each seed's proxies were permuted as its lone run permutes them
     lone = runner.run_method(panels[1], dataclasses.replace(params, domain="lone"), "shuffled_proxies", 1,
                              tmp_path, log=quiet)
-    assert written[1]["proxy_order"] == lone["proxy_order"] != written[0]["proxy_order"]
+    def permutation(domain, seed):
+        record = json.loads((method_dir(tmp_path, domain, seed, "shuffled_proxies") / "manifest.json").read_text())
+        return record["panel"]["shuffled_proxies_permutation"]
+
+    assert permutation(params.domain, 1) == permutation("lone", 1) != permutation(params.domain, 0)
+    assert written[1]["panel_digest"] == lone["panel_digest"] == panels[1].digest()  # the panel given, not shuffled
     lines = []
     assert runner.run_seeds(panels, params, "shuffled_proxies", tmp_path, log=lines.append) == written
     assert all("kept" in line for line in lines)

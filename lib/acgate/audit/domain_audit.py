@@ -48,7 +48,7 @@ from acgate.audit.run_folders import (
     load_runs,
 )
 from acgate.config import AuditConfig, Params
-from acgate.data import sources
+from acgate.data import prep, sources
 from acgate.data.panel import Normalisers, Panel
 from acgate.models.baselines import persistence
 from acgate.models.classical import moderators
@@ -449,8 +449,9 @@ def audit_domain(params: Params, runs_root: Path, data_root: Path, seeds: int = 
                          f"({', '.join(params.methods)})")
     seed_list = list(range(seeds or params.n_seeds))
     panels = {seed: load_panel(data_root, params.domain, seed) for seed in seed_list}
+    digests = {seed: prep.training_digest(panel, params, seed) for seed, panel in panels.items() if panel is not None}
     runs, excluded = load_runs(runs_root, params.domain, params.digest(), seed_list, list(methods or params.methods),
-                               panels)
+                               panels, digests)
     panels = {seed: panels[seed] for seed in sorted({r.seed for r in runs})}
     shared = shares_entities(panels)
     scored = scored_rows(runs, panels, params.model.max_lag)

@@ -51,15 +51,16 @@ def _read_csv(path: Path, columns: list[str]) -> pd.DataFrame:
     return frame
 
 
-def read_run(directory: Path, seed: int, method: str, params_hash: str, panel: Panel) -> Run:
+def read_run(directory: Path, seed: int, method: str, params_hash: str, panel: Panel, digest: str = "") -> Run:
     """The run in ``directory`` when it is current and complete, else :class:`RunRejected` saying why: every
-    artifact present, ``metrics.json`` parseable, trained under ``params_hash`` on ``panel`` (its digest) and from
+    artifact present, ``metrics.json`` parseable, trained under ``params_hash`` on ``panel`` (its digest, or
+    ``digest`` where the run was given another order of its proxies: :func:`acgate.data.prep.training_digest`) and from
     the same training as ``manifest.json`` (their run id), ``lags.csv`` with one row per entity of the panel, and
     ``predictions.csv`` with as many rows per split as ``metrics.json`` counted. A run folder that another process is
     writing, or that changes while it is read, stops the audit (:class:`acgate.runs.RunFolderBusy`): left out, it
     would quietly weaken the verdicts of a run that is about to exist."""
     with reading(directory):
-        return _read_run(Path(directory), seed, method, params_hash, panel)
+        return _read_run(Path(directory), seed, method, params_hash, panel, digest or panel.digest())
 
 
 def _damaged(directory: Path, what: str) -> RunRejected:
@@ -68,7 +69,7 @@ def _damaged(directory: Path, what: str) -> RunRejected:
     return RunRejected(f"{what}; delete {directory / 'metrics.json'} and run the grid again, which retrains the run")
 
 
-def _read_run(directory: Path, seed: int, method: str, params_hash: str, panel: Panel) -> Run:
+def _read_run(directory: Path, seed: int, method: str, params_hash: str, panel: Panel, digest: str) -> Run:
     if not directory.is_dir():
         raise RunRejected("not trained (no run folder)")
     missing = [f for f in RUN_FILES if not (directory / f).is_file()]
@@ -82,9 +83,10 @@ def _read_run(directory: Path, seed: int, method: str, params_hash: str, panel: 
     if metrics.get("params_hash") != params_hash:
         raise RunRejected(f"stale: trained under params hash {metrics.get('params_hash')}, the current params "
                           f"give {params_hash} (the workflow retrains it)")
-    if metrics.get("panel_digest") != panel.digest():
+    if metrics.get("panel_digest") != digest:
         raise RunRejected(f"stale: trained on a panel with digest {metrics.get('panel_digest')}, the panel now has "
-                          f"{panel.digest()} (its data or preparation changed; the workflow retrains it)")
+                          f"{digest} (its data, its proxies' assignment to entities or its preparation changed; the "
+                          "workflow retrains it)")
     mixed = mixed_training(directory, metrics)
     if mixed:
         raise RunRejected(f"{mixed} (the workflow retrains it)")
@@ -107,8 +109,9 @@ def _read_run(directory: Path, seed: int, method: str, params_hash: str, panel: 
 
 
 def load_runs(runs_root: Path, domain: str, params_hash: str, seeds: list[int], methods: list[str],
-              panels: dict[int, Panel | None]) -> tuple[list[Run], pd.DataFrame]:
-    """The current, complete runs of the ``seeds`` and ``methods`` asked for, and a table (seed, method, reason) of
+              panels: dict[int, Panel | None], digests: dict[int, str] | None = None) -> tuple[list[Run], pd.DataFrame]:
+    """The current, complete runs of the ``seeds`` and ``methods`` asked for (each seed's runs checked against
+    ``digests``, where given, else its panel's digest: :func:`read_run`), and a table (seed, method, reason) of
     every run asked for that is not, and of every run folder found that was not asked for."""
     domain_dir = Path(runs_root) / domain
     if not domain_dir.is_dir():
@@ -126,7 +129,7 @@ def load_runs(runs_root: Path, domain: str, params_hash: str, seeds: list[int], 
                     raise RunRejected(f"no panel of seed {seed:02d} under the data folder's processed/{domain}/ to "
                                       "check it against (run 01_data_prep or 02_synthetic_dgp)")
                 runs.append(read_run(method_dir(runs_root, domain, seed, method), seed, method, params_hash,
-                                     panels[seed]))
+                                     panels[seed], (digests or {}).get(seed, "")))
             except RunRejected as why:
                 excluded.append({"seed": seed, "method": method, "reason": str(why)})
     for seed, method, _ in run_folders(runs_root, domain):

@@ -128,12 +128,12 @@ class Panel:
         return dataclasses.replace(self, P=self.P[permutation], meta=dict(self.meta)), permutation
 
     def digest(self) -> str:
-        """Short hash of what a run trains on: entities, times, X, Y, S and the proxy vectors as a set (rows sorted),
-        so a proxy-shuffled copy has its panel's digest. Recorded with every run: a run whose panel digest differs
-        from its panel's now was trained on other data and is stale."""
+        """Short hash of what a run trains on: entities, times, X, Y, S and P, each proxy vector with its entity (a
+        correction that swaps two entities' proxies gives another digest). Recorded with every run (of the panel it
+        was given: a shuffled-proxy method's run records its panel's, not its shuffle's): a run whose panel digest
+        differs from its panel's now was trained on other data and is stale."""
         digest = hashlib.sha256("\x1f".join(map(str, self.entities)).encode())
-        proxies = self.P[np.lexsort(self.P.T[::-1])] if self.P.size else self.P
-        for values in (self.times, self.X, self.Y, self.S, proxies):
+        for values in (self.times, self.X, self.Y, self.S, self.P):
             digest.update(np.ascontiguousarray(values, dtype=np.float64).tobytes())
         return digest.hexdigest()[:12]
 

@@ -387,8 +387,20 @@ def panel_for_training(params: Params, seed: int, data_root: Path) -> Panel:
     01_data_prep) with, for proxy-shuffle domains, this seed's permutation applied and recorded in ``panel.meta``."""
     if params.synthetic is not None:
         return load_or_simulate(params, seed, data_root)
-    panel = prepared_panel(params, data_root)
-    if params.data.proxy_shuffle:
+    return _of_seed(prepared_panel(params, data_root), params, seed)
+
+
+def training_digest(panel: Panel, params: Params, seed: int) -> str:
+    """The panel digest a current run of ``seed`` records, from its domain's ``panel`` as saved (a synthetic seed's,
+    or the processed panel): that of :func:`panel_for_training`'s panel, whose proxies a proxy-shuffle domain
+    permutes per seed."""
+    return _of_seed(panel, params, seed).digest()
+
+
+def _of_seed(panel: Panel, params: Params, seed: int) -> Panel:
+    """``panel`` as a run of ``seed`` is given it: for a proxy-shuffle domain, with this seed's permutation of the
+    proxies applied and recorded in ``panel.meta``."""
+    if params.synthetic is None and params.data.proxy_shuffle:
         panel, permutation = panel.with_shuffled_proxies(seed, PROXY_SHUFFLE_SALT)
         panel.meta["proxy_permutation"] = [str(e) for e in panel.entities[permutation]]
         panel.meta["proxy_permutation_note"] = "entity i received the proxies of the i-th entity listed here"

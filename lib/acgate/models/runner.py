@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
 import json
 import uuid
 from collections.abc import Callable, Hashable, Iterator
@@ -159,7 +158,7 @@ def run_many(runs: dict[K, RunSpec], method: str, log: Callable[[str], None] = p
         raise ValueError(f"{method}: runs trained together must share their model and train settings (their params "
                          "may differ in the domain only)")
     done, pending = {}, {}
-    fitted_here: dict[tuple[str, str, str], Path] = {}  # a seedless fit of this call, by params, panel and proxy order
+    fitted_here: dict[tuple[str, str], Path] = {}  # a seedless fit of this call, by params and panel digest
     threads = next(iter(runs.values())).params.train.threads
     # one writer per run folder (a second one stops, naming the first); numpy's BLAS on the run's threads, as PyTorch
     with contextlib.ExitStack() as held, threadpool_limits(threads, user_api="blas"):
@@ -167,12 +166,12 @@ def run_many(runs: dict[K, RunSpec], method: str, log: Callable[[str], None] = p
             held.enter_context(writing(run.out))
         for key, (panel, params, seed, out) in runs.items():
             kept = None if retrain else current_metrics(out, params.digest(), panel.digest())
-            same = (params.digest(), panel.digest(), proxy_order(panel))
+            same = (params.digest(), panel.digest())
             if kept is not None:
                 log(f"  [{method} seed {seed}] kept: finished run with the same parameters in {shown(out)} (retrain "
                     "redoes it)")
                 done[key] = kept
-                if method in SEEDLESS_METHODS and kept.get("proxy_order") == same[2]:
+                if method in SEEDLESS_METHODS:
                     fitted_here.setdefault(same, out)
                 continue
             if method in SEEDLESS_METHODS and same in fitted_here:
@@ -195,21 +194,14 @@ def run_many(runs: dict[K, RunSpec], method: str, log: Callable[[str], None] = p
 
 def _fitted_for_another_seed(panel: Panel, params: Params, method: str, out: Path) -> Path | None:
     """The run folder of another seed of ``method`` (one of :data:`acgate.config.SEEDLESS_METHODS`) finished under
-    the same parameters on the same panel, its proxies in the same order (:func:`proxy_order`), or None: a real
-    panel is one panel for every seed."""
+    the same parameters on the same panel (a proxy-shuffle domain's other seed has its own proxy order, so another
+    panel digest), or None: a real panel is one panel for every seed."""
     for other in sorted(out.parent.parent.glob(f"seed*/{method}")):
         if other == out or writer(other) is not None:
             continue
-        found = current_metrics(other, params.digest(), panel.digest())
-        if found and found.get("proxy_order") == proxy_order(panel):  # not a proxy-shuffle domain's other seed
+        if current_metrics(other, params.digest(), panel.digest()):
             return other
     return None
-
-
-def proxy_order(panel: Panel) -> str:
-    """Short hash of the proxies in their entities' order. The panel digest takes them as a set (a proxy-shuffled
-    copy has its panel's digest), so it cannot tell a proxy-shuffle domain's seeds apart: this can."""
-    return hashlib.sha256(np.ascontiguousarray(panel.P, dtype=np.float64).tobytes()).hexdigest()[:12]
 
 
 def _write_bytes(file: IO[bytes], content: bytes) -> None:
@@ -254,8 +246,9 @@ def _prepared(panel: Panel, method: str, seed: int, out: Path, log: Callable[[st
 def _retrain(panel: Panel, params: Params, method: str, seed: int, out: Path, log: Callable[[str], None],
              bar: bool) -> dict:
     """Train ``method`` afresh into run folder ``out``, whose lock the caller holds; returns metrics.json."""
+    given = panel.digest()
     panel = _prepared(panel, method, seed, out, log)
-    return _write_run(_fit(panel, params, method, seed, out, log, bar), panel, params, method, seed, out, log)
+    return _write_run(_fit(panel, params, method, seed, out, log, bar), panel, given, params, method, seed, out, log)
 
 
 def _retrain_stacked(runs: dict[K, RunSpec], method: str, log: Callable[[str], None],
@@ -276,17 +269,20 @@ def _retrain_stacked(runs: dict[K, RunSpec], method: str, log: Callable[[str], N
         run = runs[key]
         trained = (_fit(panels[key], run.params, method, run.seed, run.out, log, bar) if result is None
                    else _neural_trained(result, panels[key], method, run.out, stacked_seeds=len(keys)))
-        written[key] = _write_run(trained, panels[key], run.params, method, run.seed, run.out, log)
+        written[key] = _write_run(trained, panels[key], run.panel.digest(), run.params, method, run.seed, run.out,
+                                  log)
     return written
 
 
-def _write_run(trained: _Trained, panel: Panel, params: Params, method: str, seed: int, out: Path,
+def _write_run(trained: _Trained, panel: Panel, panel_digest: str, params: Params, method: str, seed: int, out: Path,
                log: Callable[[str], None]) -> dict:
-    """Run folder ``out`` written from ``trained`` (``metrics.json`` last); returns metrics.json."""
+    """Run folder ``out`` written from ``trained`` on ``panel`` (``metrics.json`` last), which records
+    ``panel_digest``, that of the panel the run was given (before a shuffled method's shuffle); returns
+    metrics.json."""
     run_id = uuid.uuid4().hex  # in the manifest and metrics.json: both from this training (runs.mixed_training)
     metrics = summarise(trained.preds, trained.table, {
         **trained.facts, "seconds": round(trained.seconds, 3), "device": trained.device,
-        "params_hash": params.digest(), "panel_digest": panel.digest(), "proxy_order": proxy_order(panel),
+        "params_hash": params.digest(), "panel_digest": panel_digest,
         "run_id": run_id}, trained.gate)
     write_csv(out / "predictions.csv", trained.preds, index=False)
     write_csv(out / "lags.csv", trained.table, index=False)
