@@ -9,8 +9,8 @@ import pytest
 from acgate.audit import domain_audit as audit
 from acgate.config import load_params
 from acgate.data import prep
-from acgate.data.panel import Panel
 from acgate.data.example import write_example
+from acgate.data.panel import Panel
 from acgate.models import runner
 
 ROOT = Path(__file__).resolve().parents[1]

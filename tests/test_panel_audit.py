@@ -1,5 +1,7 @@
 """acgate.audit_panel: a DataFrame audited in one call, through the workflow's own steps."""
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -62,7 +64,9 @@ def test_a_column_the_frame_lacks_is_named(tmp_path):
 
 @pytest.mark.parametrize(("size", "message"), [({"study_seeds": 0}, "study_seeds = 0: a whole number of 1 or more"),
                                                ({"study_replicates": -2}, r"study_replicates = -2: .* \(0: no study\)"),
-                                               ({"jobs": "2"}, "jobs = '2': a whole number of 0 or more")])
+                                               ({"jobs": "2"}, "jobs = '2': a whole number of 0 or more"),
+                                               ({"study_replicates": 1_000_000, "study_seeds": 10_000},
+                                                r"study_replicates = 1000000: at most 10000 \(the study's limits")])
 def test_a_bad_study_size_stops_before_anything_is_written_or_trained(tmp_path, size, message):
     """A study's size is checked first: a bad one stopped only after the runs had trained (minutes)."""
     with pytest.raises(ValueError, match=message):
@@ -90,3 +94,30 @@ def test_no_call_writes_into_a_project_root_or_a_params_file_it_did_not_write(tm
     with pytest.raises(ValueError, match=f"{foreign} exists and audit_panel did not write it"):
         acgate.audit_panel(example_frame(), workdir="~/audit", **kwargs)
     assert foreign.read_text() == "domain: my_panel\n"
+
+
+SCRIPT = """
+import acgate
+from acgate.data.example import example_frame
+
+frame = example_frame()
+result = acgate.audit_panel(frame, entity="region", time="year", target="outcome", features=["driver"],
+                            proxies=["mean:capacity", "mean:openness"], static=["size"],
+                            stratifiers=["mean:governance"], workdir="my_audit", seeds=2,
+                            methods=["moderated_dl", "shared_dl", "shuffled_dl", "proxy_scaled_dl"],
+                            study_replicates=1, study_seeds=2, jobs=2)
+print(result.summary())
+"""
+
+
+@pytest.mark.slow
+def test_the_readmes_call_runs_in_a_plain_script_without_a_main_guard(tmp_path):
+    """Pasted into my_audit.py and run with `python my_audit.py`, the README's call trained every run, started the
+    panel-matched study and died with BrokenProcessPool: each worker of the study ran the script again. Here with
+    the classical family, two seeds and one surrogate of each scenario (the study's processes are what matter)."""
+    script = tmp_path / "my_audit.py"
+    script.write_text(SCRIPT)
+    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "surrogate audits of my_panel" in done.stdout and "AC-GATE audit of my_panel: 2 seeds" in done.stdout
+    assert done.stdout.count("my_panel: 40 entities") == 1  # the script ran once, not once more per worker

@@ -74,6 +74,21 @@ calibration.run_replicates([("a", 0), ("a", 1)], sleep_and_say, jobs=2, log=lamb
 """
 
 
+def _living(pids) -> list[int]:
+    return [pid for pid in pids if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+
+
+def _all_end(pids, seconds: float) -> list[int]:
+    """The processes of ``pids`` still alive after ``seconds`` (killed then, to leave nothing behind)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and _living(pids):
+        time.sleep(0.2)
+    alive = _living(pids)
+    for pid in alive:
+        os.kill(pid, signal.SIGKILL)
+    return alive
+
+
 def test_worker_processes_end_with_the_runner_that_started_them():
     """A runner killed with SIGKILL (a notebook's kernel, a cluster's time limit) left its pool's workers running,
     orphaned, on replicates a rerun writes too; they now end within seconds."""
@@ -83,14 +98,58 @@ def test_worker_processes_end_with_the_runner_that_started_them():
     finally:
         runner.kill()
         runner.wait()
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline and any(psutil.pid_exists(pid) and psutil.Process(pid).status() !=
-                                              psutil.STATUS_ZOMBIE for pid in workers):
-        time.sleep(0.2)
-    alive = [pid for pid in workers if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
-    for pid in alive:
-        os.kill(pid, signal.SIGKILL)  # leave nothing behind, whatever the outcome
-    assert alive == [], f"workers {alive} outlived their runner"
+    assert _all_end(workers, 15) == [], "workers outlived their runner"
+
+
+def test_processes_end_with_a_runner_killed_in_its_first_seconds():
+    """A SIGKILL while the workers were still starting (importing PyTorch, before they knew their parent) left them
+    and the resource tracker running for minutes. Every process started under the runner is followed until the
+    kill, then must end."""
+    runner = subprocess.Popen([sys.executable, "-c", POOL], cwd=ROOT, stdout=subprocess.DEVNULL)
+    seen: set[int] = set()
+    try:
+        deadline = time.monotonic() + 30
+        while not seen and time.monotonic() < deadline:
+            seen.update(p.pid for p in psutil.Process(runner.pid).children(recursive=True))
+            time.sleep(0.05)
+        grace = time.monotonic() + 0.5  # the host has started; its pool is starting
+        while time.monotonic() < grace:
+            seen.update(p.pid for p in psutil.Process(runner.pid).children(recursive=True))
+            time.sleep(0.05)
+    finally:
+        runner.kill()
+        runner.wait()
+    assert seen, "nothing was started under the runner within 30 s"
+    assert _all_end(seen, 15) == [], "processes outlived their runner"
+
+
+INTERRUPTED = """
+from acgate.audit import calibration
+from tests.audit.test_calibration import sleep_and_say
+calibration.run_replicates([("a", 0), ("a", 1), ("a", 2), ("a", 3)], sleep_and_say, jobs=2, log=print)
+"""
+
+
+def test_ctrl_c_stops_the_replicates_within_seconds_and_says_what_is_kept():
+    """Ctrl-C in a terminal (SIGINT to the whole process group) printed nothing and stopped only after every queued
+    replicate had run (about 80 s on the own-panel study), as the pool waited for them."""
+    runner = subprocess.Popen([sys.executable, "-c", INTERRUPTED], cwd=ROOT, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        workers = []
+        while len(workers) < 2:
+            line = runner.stdout.readline()
+            if line.startswith("worker "):
+                workers.append(int(line.split()[1]))
+        os.killpg(runner.pid, signal.SIGINT)
+        out, err = runner.communicate(timeout=10)
+    finally:
+        if runner.poll() is None:
+            os.killpg(runner.pid, signal.SIGKILL)
+        runner.wait()
+    assert "KeyboardInterrupt" in err
+    assert "[calibration 0/4] interrupted: the runs of the 0 finished replicates are kept on disk" in out
+    assert _all_end(workers, 5) == [], "workers outlived the interrupted runner"
 
 
 def test_the_printed_calibration_table_is_one_row_per_scenario_reference_and_rule():

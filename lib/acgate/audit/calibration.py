@@ -34,21 +34,17 @@ the first proxy: under the 0.95 circularity threshold one proxy at a time) besid
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
-import multiprocessing
-import os
-import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from threadpoolctl import threadpool_limits
 
-from acgate import statistics
+from acgate import processes, statistics
 from acgate.audit import domain_audit as audit
 from acgate.audit.verdicts import (
     FAMILIES,
@@ -394,27 +390,6 @@ def reusable(tables_dir: Path, params: Params, names: list[str], negative: int, 
 
 
 HEARTBEAT = 15.0  # seconds: with replicates in worker processes, a line at least this often while they run
-ORPHAN_POLL = 1.0  # seconds: how often a worker process checks that the process that started it is alive
-
-
-def _start_worker() -> None:
-    """Initializer of every worker process: one thread for numpy's BLAS and PyTorch (the pool runs one worker per
-    core; more threads each would oversubscribe them, and small fits then run many times slower), and an end within
-    :data:`ORPHAN_POLL` seconds of its parent's end. A runner killed (SIGKILL, an out-of-memory kill, a cluster's time
-    limit) takes its kernel with it (ipykernel watches its parent), but the pool's workers would run on, orphaned, and
-    write the run folders a rerun is writing too."""
-    import torch  # here only: a grid that checks its plan imports this module without PyTorch
-
-    threadpool_limits(1)
-    torch.set_num_threads(1)
-    parent = os.getppid()
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(ORPHAN_POLL)
-        os._exit(1)
-
-    threading.Thread(target=watch, daemon=True, name="die-with-parent").start()
 
 
 def remaining_minutes(seconds: dict[str, list[float]], left: list[str], jobs: int) -> float | None:
@@ -428,14 +403,20 @@ def remaining_minutes(seconds: dict[str, list[float]], left: list[str], jobs: in
     return sum(means[kind] for kind in left) / max(jobs, 1) / 60
 
 
+def _unpacked(work: Callable[[str, int], list[dict]], item: tuple[str, int]) -> list[dict]:
+    return work(*item)
+
+
 def run_replicates(plan: list[tuple[str, int]], work: Callable[[str, int], list[dict]], jobs: int = 1,
                    log: Callable[[str], None] = print, label: str = "calibration",
                    kind: Callable[[str, int], str] = lambda name, replicate: "replicate") -> pd.DataFrame:
     """Every (scenario, replicate) of ``plan`` through ``work`` (:func:`run_replicate` with its params and folder
-    bound, or :func:`acgate.audit.panel_matched.run_replicate`; in ``jobs`` fresh processes when more than one, so it
-    must pickle), one progress line per finished replicate (and, with worker processes, one every
+    bound, or :func:`acgate.audit.panel_matched.run_replicate`; in ``jobs`` worker processes when more than one
+    (:mod:`acgate.processes`: they work from a plain script too, and end with the caller), so it must pickle), one
+    progress line per finished replicate (and, with worker processes, one every
     :data:`HEARTBEAT` seconds without one), its estimate of the time left from the cost of each ``kind`` of
-    replicate (:func:`remaining_minutes`); the records of every replicate in one table."""
+    replicate (:func:`remaining_minutes`); the records of every replicate in one table. Ctrl-C stops it within
+    seconds, with a line saying what is kept."""
     records, start = [], time.perf_counter()
     workers = max(jobs, 1)
     kinds = {item: kind(*item) for item in plan}
@@ -457,21 +438,22 @@ def run_replicates(plan: list[tuple[str, int]], work: Callable[[str, int], list[
             f"({found[0]['seconds'] if found else 0:.0f} s; {elapsed / 60:.1f} min so far"
             + (f", about {left:.1f} min left)" if left is not None else ")"))
 
-    if jobs <= 1:
-        for name, replicate in plan:
-            progress((name, replicate), work(name, replicate))
-    else:
-        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
-                                 initializer=_start_worker) as pool:
-            items = {pool.submit(work, n, r): (n, r) for n, r in plan}
-            running = set(items)
-            while running:
-                finished, running = wait(running, timeout=HEARTBEAT, return_when=FIRST_COMPLETED)
-                for future in finished:
-                    progress(items[future], future.result())
-                if not finished:
-                    log(f"[{label} {len(plan) - len(pending)}/{len(plan)}] {min(jobs, len(running))} replicates "
+    try:
+        if jobs <= 1:
+            for name, replicate in plan:
+                progress((name, replicate), work(name, replicate))
+        else:
+            for event in processes.results(functools.partial(_unpacked, work), plan, jobs, HEARTBEAT):
+                if event is None:
+                    log(f"[{label} {len(plan) - len(pending)}/{len(plan)}] {min(jobs, len(pending))} replicates "
                         f"running ({(time.perf_counter() - start) / 60:.1f} min so far)")
+                else:
+                    progress(plan[event[0]], event[1])
+    except KeyboardInterrupt:
+        done = len(plan) - len(pending)
+        log(f"[{label} {done}/{len(plan)}] interrupted: the runs of the {done} finished replicates are kept on disk "
+            "(a rerun keeps them and trains the others); the worker processes have ended")
+        raise
     return pd.DataFrame(records).sort_values(["control", "scenario", "replicate", "reference"], kind="stable",
                                              ignore_index=True)
 
