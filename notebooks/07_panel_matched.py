@@ -17,10 +17,10 @@
 # the domain's own panel, which keep its entities, time span, splits, features, proxies and stratifiers and replace
 # only the target (`lib/acgate/audit/panel_matched.py` says how):
 #
-# - **nulls**, one lag curve for every entity (the pooled distributed lag fitted to the panel), with noise at the
-#   panel's residual scale and persistence (`one_curve`), and with the proxies setting the size of the lagged
-#   effect (`effect_size`) or of the noise (`noise_scale`): L1, L2 and L3 must not say "supported", nor the
-#   lags-differ statement;
+# - **nulls**, one lag curve for every entity (the pooled distributed lag fitted to the panel), with the panel's noise:
+#   its persistence, its entities' scales and its common shocks (`one_curve`), with the proxies setting the size of
+#   the lagged effect (`effect_size`) or of the noise (`noise_scale`), or how strongly each entity feels one more
+#   common shock (`common_shock`): L1, L2 and L3 must not say "supported", nor the lags-differ statement;
 # - **positives**, each entity's lag curve shifted so that the true lags spread by 0.25 to 3 lags (sd across
 #   entities) along the proxies' direction (`proxy_lags_*`: the proxies hold the lags, so L1, L2, L3 and the
 #   lags-differ statement should say "supported"), or by 0.5, 1 or 2 lags along a stratifier the proxies do not
@@ -77,8 +77,9 @@ names = source.scenarios(scenarios)
 
 # %% [markdown]
 # ## What the surrogates are made from
-# The pooled lag curve (standardised units, one row per feature, lags 1..K), the residuals' AR(1) coefficient and
-# median innovation sd, the share of the target's variance the pooled lagged part explains, how the proxies'
+# The pooled lag curve (standardised units, one row per feature, lags 1..K), the noise's AR(1) coefficient (and the
+# raw statistic it was debiased from) and median innovation sd, its common shocks (Pesaran's CD of the residuals
+# before and after the common factor is taken out, and the share of their variance it holds), the share of the target's variance the pooled lagged part explains, how the proxies'
 # direction and the stratifier scenarios' score were chosen, and the spread of the true k* each positive reaches
 # (a short window cannot hold a spread of 2 lags).
 

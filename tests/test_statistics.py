@@ -223,3 +223,33 @@ def test_lag_free_alignment_is_undefined_when_every_proxy_is_constant():
     kstar, stratifier = rng.normal(size=30), rng.normal(size=30)
     median, p = statistics.lag_free_p(kstar, stratifier, np.ones((30, 2)), 99, rng)
     assert np.isnan(median) and np.isnan(p)
+
+
+def _cd_by_pairs(residual: np.ndarray, observed: np.ndarray) -> float:
+    """Pesaran's CD the long way: pandas, one pair of entities at a time, over the steps both observe."""
+    frame = pd.DataFrame(np.where(observed, residual, np.nan).T)
+    total, entities = 0.0, set()
+    for i, j in itertools.combinations(frame.columns, 2):
+        pair = frame[[i, j]].dropna()
+        if len(pair) >= 3:
+            total += np.sqrt(len(pair)) * pair[i].corr(pair[j])
+            entities |= {i, j}
+    n = len(entities)
+    return float(np.sqrt(2 / (n * (n - 1))) * total)
+
+
+def test_pesaran_cd_is_the_pairwise_formula_on_an_unbalanced_panel():
+    rng = np.random.default_rng(3)
+    shock = rng.normal(size=30)
+    residual = 0.6 * shock[None, :] * rng.uniform(0.5, 1.5, (12, 1)) + rng.normal(size=(12, 30))
+    observed = rng.uniform(size=(12, 30)) > 0.2
+    observed[0, :28] = False  # an entity with 2 steps: in no pair
+    found = statistics.pesaran_cd(residual, observed)
+    assert found["cd"] == pytest.approx(_cd_by_pairs(residual, observed), rel=1e-10)
+    assert found["pairs"] == 55 and found["cd"] > 10 and found["p"] < 1e-6  # a common shock: strong dependence
+
+
+def test_pesaran_cd_is_about_standard_normal_without_dependence():
+    rng = np.random.default_rng(4)
+    cds = [statistics.pesaran_cd(rng.normal(size=(20, 15)), np.ones((20, 15), bool))["cd"] for _ in range(300)]
+    assert abs(np.mean(cds)) < 0.2 and 0.85 < np.std(cds) < 1.15

@@ -1,5 +1,6 @@
 """The tests behind the audit's verdicts: permutation, Wilcoxon, Fisher, Holm, the entity block bootstrap, the
-lag-free reference distribution for stratifier alignment, joint circularity and seed-to-seed agreement.
+lag-free reference distribution for stratifier alignment, joint circularity, seed-to-seed agreement and Pesaran's
+test of cross-sectional dependence.
 
 Each function is small and checked in ``tests/test_statistics.py`` against an independent computation (scipy, an
 exact enumeration or a hand-worked example). p-values of resampling tests carry the +1 of a valid Monte Carlo p,
@@ -494,6 +495,50 @@ def clopper_pearson(successes: int, trials: int, level: float = 0.95) -> tuple[f
 
     interval = stats.binomtest(successes, trials).proportion_ci(confidence_level=level, method="exact")
     return float(interval.low), float(interval.high)
+
+
+def pesaran_cd(residual: np.ndarray, observed: np.ndarray) -> dict[str, float]:
+    """Pesaran's test of cross-sectional dependence in a panel's residuals, for unbalanced panels (Pesaran 2015):
+
+        CD = sqrt(2 / (N (N - 1))) sum_{i<j} sqrt(T_ij) rho_ij,
+
+    rho_ij the correlation of entities i and j over the T_ij steps both observe, each series centred on its mean
+    over those steps; pairs with fewer than 3 common steps, or a constant series there, are left out (N counts the
+    entities of the pairs kept). Under no cross-sectional dependence CD is about N(0, 1): common shocks (recessions
+    shared by countries) make it large and positive.
+
+    Parameters
+    ----------
+    residual : (N, T) array
+        The residuals; values outside ``observed`` are ignored.
+    observed : (N, T) bool array
+        The steps observed for each entity.
+
+    Returns
+    -------
+    dict
+        ``cd``, its two-sided normal ``p``, ``pairs`` kept and ``mean_rho`` (their mean correlation); NaN without a
+        pair.
+    """
+    from scipy import stats
+
+    values = np.where(observed, residual, 0.0).astype(float)
+    mask = observed.astype(float)
+    common = mask @ mask.T  # T_ij
+    sums = values @ mask.T  # sum over the common steps of i's values (row i, column j)
+    squares = (values**2) @ mask.T
+    cross = values @ values.T
+    count = np.maximum(common, 1)
+    cov = cross - sums * sums.T / count
+    var_i, var_j = squares - sums**2 / count, (squares - sums**2 / count).T
+    upper = np.triu(np.ones_like(common, dtype=bool), k=1)
+    kept = upper & (common >= 3) & (var_i > 1e-12 * (1 + squares)) & (var_j > 1e-12 * (1 + squares.T))
+    if not kept.any():
+        return {"cd": float("nan"), "p": float("nan"), "pairs": 0, "mean_rho": float("nan")}
+    rho = cov[kept] / np.sqrt(var_i[kept] * var_j[kept])
+    entities = len(np.union1d(*np.nonzero(kept)))
+    cd = float(np.sqrt(2 / (entities * (entities - 1))) * np.sum(np.sqrt(common[kept]) * rho))
+    return {"cd": cd, "p": float(2 * stats.norm.sf(abs(cd))), "pairs": int(kept.sum()), "mean_rho": float(rho.mean())}
 
 
 def format_p(p: float, draws: int | None = None) -> str:

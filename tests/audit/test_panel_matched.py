@@ -16,13 +16,14 @@ import yaml
 from scipy import stats
 
 from acgate import runs
-from acgate.audit import calibration, panel_matched, verdicts
+from acgate.audit import calibration, gls, noise, panel_matched, verdicts
 from acgate.config import load_params
 from acgate.data import prep
 from acgate.data.example import write_example
 from acgate.data.panel import Normalisers, Panel
 from acgate.layout import panel_dir, panel_matched_dir
 from acgate.models import runner
+from acgate.models.classical import moderators
 from acgate.notebook import execution
 from acgate.notebook.execution import execute_notebook
 from acgate.report import inputs, paper_tables
@@ -130,16 +131,70 @@ def test_the_source_is_recovered_from_its_own_surrogate(example, source):
 
 
 def test_the_surrogates_noise_is_the_panels_noise_where_the_lags_differ():
-    """On a panel whose lags differ by entity (apart from the proxies) and whose noise is i.i.d. (sd 0.15 and the
-    contemporaneous input's share), the surrogates' noise is that noise: not AR(1) 0.56-0.73 with twice the sd, as
-    when it came from the residuals of a one-curve fit, which hold the lag differences."""
+    """On a panel whose lags differ by entity apart from the proxies (up to 7 lags, most of the target's variance)
+    and whose noise is i.i.d. (sd 0.15 and the contemporaneous input's share), the surrogates' noise has the panel's
+    scale and little of the persistence that the residuals of a one-curve fit gave it (AR 0.56-0.73, twice the sd):
+    each entity's own level and tilt of its curves take up most of the lag differences (a pooled fit alone: 0.42)."""
     params = load_params(ROOT / "params" / "audit_calibration.yaml")
     panel = calibration.draw_panel("random_lags", params, 4)
     found = panel_matched.fit_source(panel, params)
     dgp = params.synthetic
     noise = np.hypot(dgp.noise_sd, dgp.contemporaneous_coef * dgp.innovation_coef)
-    assert abs(found.rho) < 0.1
-    assert np.median(found.sigma) == pytest.approx(noise / float(np.squeeze(Normalisers.fit(panel).Y.scale)), rel=0.1)
+    assert abs(found.rho) < 0.25
+    assert np.median(found.sigma) == pytest.approx(noise / float(np.squeeze(Normalisers.fit(panel).Y.scale)), rel=0.15)
+
+
+@pytest.mark.parametrize("rho", [0.5, 0.8, 0.95])
+def test_the_noise_model_recovers_the_persistence_of_a_panel_with_heterogeneous_lags(example, source, rho):
+    """Surrogates of the example panel (K 6) with AR(1) noise of a known rho and a 2-lag spread along the proxies,
+    used as panels: the source made of each reads its rho within 0.05 on average. Each entity's own lag curves (12
+    regressors on a few steps) read a 0.8 panel of economics as 0.95, the clip, and misread every rho here."""
+    params, _, _ = example
+    truth = dataclasses.replace(source, rho=rho)
+    found = [panel_matched.fit_source(panel_matched.draw(truth, "proxy_lags_two", seed), params).rho
+             for seed in range(12)]
+    assert np.mean(found) == pytest.approx(rho, abs=0.05), found
+
+
+def common_shock_panel(source: panel_matched.Source) -> Panel:
+    """A surrogate of the example panel with AR(1) 0.6 noise and a persistent common shock (loadings 0.5-1.5, the
+    shock's sd about the idiosyncratic noise's), to be audited as a panel."""
+    rng = np.random.default_rng(12)
+    n, t_len = source.x.shape[:2]
+    shock = np.zeros(t_len)
+    for t in range(1, t_len):
+        shock[t] = 0.7 * shock[t - 1] + rng.normal()
+    scale = float(np.median(source.sigma)) / np.sqrt(1 - 0.6**2) / np.std(shock)
+    common = rng.uniform(0.5, 1.5, n)[:, None] * scale * shock[None, :]
+    return panel_matched.draw(dataclasses.replace(source, rho=0.6, common=common), "one_curve", 0)
+
+
+def test_surrogates_share_the_panels_common_shocks(example, source):
+    """A panel whose entities share a shock (as countries share recessions): its residuals' Pesaran CD and the share
+    of their variance the common shock holds are found again in its surrogates, and so is its persistence. The
+    surrogates had independent noise for every entity (CD about 0)."""
+    params, _, _ = example
+    panel = common_shock_panel(source)
+    made = panel_matched.fit_source(panel, params)
+    assert made.about["residual_cd"] > 10 and made.about["common_factors"] == 1
+    refits = [panel_matched.fit_source(panel_matched.draw(made, "one_curve", seed), params) for seed in range(8)]
+    cds = [again.about["residual_cd"] for again in refits]
+    shares = [again.about["factor_share"] for again in refits]
+    assert np.mean(cds) == pytest.approx(made.about["residual_cd"], rel=0.3), cds
+    assert np.mean(shares) == pytest.approx(made.about["factor_share"], abs=0.08), shares
+    assert np.mean([again.rho for again in refits]) == pytest.approx(made.rho, abs=0.07)
+
+
+def test_the_common_shock_null_follows_the_proxies(example, source):
+    """``common_shock``: the one-curve surrogate of the same seed plus one persistent shock for every entity, each
+    entity's loading set by the proxies' direction (the entity with the highest score the most exposed)."""
+    shocked = panel_matched.draw(source, "common_shock", 3).Y.astype(float)
+    plain = panel_matched.draw(source, "one_curve", 3).Y.astype(float)
+    difference = shocked - plain
+    step = np.nanargmax(np.nanmean(np.abs(difference), axis=0))
+    seen = np.isfinite(difference[:, step])
+    assert np.nanstd(difference) > 0 and seen.sum() > 30
+    assert abs(stats.spearmanr(difference[seen, step], source.proxy_score[seen]).statistic) > 0.99
 
 
 @pytest.fixture(scope="module")
@@ -473,3 +528,54 @@ def test_the_study_notebook_names_the_missing_panel_and_how_to_read_the_papers(t
                                            r"economics.*data_dir='data' reads the paper's"):
         execute_notebook(ROOT / "notebooks" / "07_panel_matched.py", tmp_path / "07_panel_matched.ipynb",
                          {"domain": "economics", "runs_dir": str(tmp_path / "runs")})
+
+
+@pytest.fixture(scope="module")
+def real_panels(raw_dir):
+    """The real panels as the workflow prepares them, with their params."""
+    found = {}
+    for domain in ("economics", "energy"):
+        params = load_params(ROOT / "params" / f"{domain}.yaml")
+        long, made_from = prep.load_long(params, ROOT)
+        found[domain] = params, prep.prepare(long, params, made_from).panel
+    return found
+
+
+@pytest.mark.parametrize(("domain", "within"), [("economics", 0.05), ("energy", 0.12)])
+def test_surrogates_of_a_real_panel_read_its_persistence(real_panels, domain, within):
+    """The study's source read a surrogate of economics with AR(1) 0.8 noise as 0.95 (the clip), from each entity's
+    own lag curves (12 regressors on 24 steps of training and validation targets): its surrogates were more
+    persistent than the panel (0.55 and 0.86 on average over these surrogates of economics and energy). Surrogates
+    with rho 0.8 and a 2-lag spread along the proxies, used as panels, now read 0.8 within 0.05 on economics; on
+    energy, 18 target steps an entity, about 0.09 too high (its estimates often reach the bound, 0.99)."""
+    params, panel = real_panels[domain]
+    truth = dataclasses.replace(panel_matched.fit_source(panel, params), rho=0.8)
+    found = [panel_matched.fit_source(panel_matched.draw(truth, "proxy_lags_two", seed), params).rho
+             for seed in range(10)]
+    assert np.mean(found) == pytest.approx(0.8, abs=within), found
+
+
+def test_the_real_panels_share_common_shocks(real_panels):
+    """Countries share recessions and oil shocks: the residuals' Pesaran CD is large on both panels, and the common
+    factor (the cross-sectional mean of each year) takes it to about zero."""
+    for domain, (params, panel) in real_panels.items():
+        about = panel_matched.fit_source(panel, params).about
+        assert about["common_factors"] == 1 and about["residual_cd"] > 5, (domain, about)
+        assert abs(about["idiosyncratic_cd"]) < 4, (domain, about)
+
+
+def test_the_l1_warns_where_the_entities_share_shocks(example, source):
+    """The classical L1's GLS tests have entity effects only: beside them the audit reports the residuals' Pesaran
+    CD and warns where it rejects (the page said nothing of shocks the entities share)."""
+    params, _, panel = example
+    K = params.model.max_lag
+    q = moderators(Normalisers.fit(panel).P.transform(panel.P), shared=False)
+    shocked = common_shock_panel(source)
+    found = {name: noise.common_shocks(gls.lag_design(p, K), q) for name, p in (("shared", shocked),
+                                                                               ("independent", source.panel))}
+    assert found["shared"]["cd"] > 10 and found["shared"]["cd_p"] < 1e-6 and found["shared"]["common_share"] > 0.1
+    assert found["independent"]["cd_p"] > 0.05 and found["independent"]["common_share"] == 0
+    tests = pd.DataFrame([found["shared"], found["independent"]])
+    warning = verdicts.common_shock_warning(0.05, tests)
+    assert len(warning) == 1 and "the entities share shocks: Pesaran's CD" in warning[0]
+    assert verdicts.common_shock_warning(0.05, tests.iloc[1:]) == []

@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from acgate import statistics
-from acgate.audit import gls, verdicts
+from acgate.audit import gls, noise, verdicts
 from acgate.audit.run_folders import (
     EXCLUDED_COLUMNS,
     NOT_ASKED,
@@ -670,8 +670,10 @@ def lag_tests(panels: dict[int, Panel], runs: list[Run], max_lag: int, cfg: Audi
     ``audit.permutations`` proxy permutations), ``kstar_agreement`` (the median Spearman between the k* of the
     panel's moderated_dl runs and the GLS fit's, reported beside L1) and the columns of
     :data:`acgate.audit.gls.SHAPE_COLUMNS` prefixed ``differ_`` (do the lags differ at all: the lags-differ
-    statement). With the table, the GLS fit's k* of every seed's panel as runs of method
-    :data:`acgate.audit.verdicts.GLS_FIT` (no forecasts), which the classical reference's L2 stratifies."""
+    statement), and ``cd``, ``cd_p`` and ``common_share`` (do the entities share shocks that these tests, with entity
+    effects only, leave in their errors: :func:`acgate.audit.noise.common_shocks`). With the table, the GLS fit's k*
+    of every seed's panel as runs of method :data:`acgate.audit.verdicts.GLS_FIT` (no forecasts), which the classical
+    reference's L2 stratifies."""
     rows, fitted = [], []
     for seed, panel in (list(panels.items())[:1] if shared else panels.items()):
         design = gls.lag_design(panel, max_lag)
@@ -686,14 +688,14 @@ def lag_tests(panels: dict[int, Panel], runs: list[Run], max_lag: int, cfg: Audi
         mine = [r for r in runs if r.method == verdicts.CLASSICAL_REFERENCE and (shared or r.seed == seed)]
         differ = gls.shape_test(design, errors, gls.SHAPE_DRAWS, rng)
         rows.append({"seed": seed, **interaction, "kstar_agreement": _agreement(lags, mine),
-                     **{f"differ_{k}": v for k, v in differ.items()}})
+                     **{f"differ_{k}": v for k, v in differ.items()}, **noise.common_shocks(design, q)})
         if np.isfinite(lags.kstar).all():
             fitted += [Run(s, verdicts.GLS_FIT, {}, lags, pd.DataFrame()) for s in (panels if shared else [seed])]
     return pd.DataFrame(rows, columns=LAG_TEST_COLUMNS), fitted
 
 
 LAG_TEST_COLUMNS = ["seed", *gls.INTERACTION_COLUMNS, "kstar_agreement",
-                    *(f"differ_{c}" for c in gls.SHAPE_COLUMNS)]
+                    *(f"differ_{c}" for c in gls.SHAPE_COLUMNS), "cd", "cd_p", "common_share"]
 
 
 def _agreement(lags: pd.DataFrame, runs: list[Run]) -> float:

@@ -7,19 +7,19 @@ splits, features, proxies and stratifiers, and replace only its target by one wh
     study.write_record(out / RECORD, params)     # what the audit reads (read_rates)
 
 The target of a surrogate is built in the standardised units of the classical fits (``acgate.models.classical``): each
-entity's level from the pooled distributed lag, a lagged part, and noise at the panel's residual scale:
+entity's level from the pooled distributed lag, a lagged part, and the panel's noise:
 
-    y_it = a_i + sum_f sum_k beta_ifk x_f,i,t-k + e_it,   e_it = rho e_i,t-1 + sigma_i u_it,  u ~ N(0, 1)
+    y_it = a_i + sum_f sum_k beta_ifk x_f,i,t-k + lambda_i f_t + u_it,   u_it = rho u_i,t-1 + sigma_i v_it,  v ~ N(0, 1)
 
 where beta_f is the pooled curve that ``shared_dl`` fits to the panel (one lag curve for every entity), a_i its
-entity intercepts, and rho and sigma_i the panel's noise model (:func:`acgate.audit.gls.error_model`: from
-each entity's own lag curves, so that lag differences of the panel do not pass for noise; rho pooled over
-entities and corrected for the bias of centring and fitting short series, sigma_i each entity's innovation
-scale). Lags before the panel's first step read
-the features' training mean (zero). Targets missing in the panel stay missing. The scenarios (:data:`SCENARIOS`):
+entity intercepts, and lambda_i f_t (the panel's own common shocks, each entity's loading), rho and sigma_i the
+panel's noise model (:func:`acgate.audit.noise.estimate`). Lags before the panel's first step read the features'
+training mean (zero). Targets missing in the panel stay missing. The scenarios (:data:`SCENARIOS`):
 
 - nulls, the same lags for every entity: ``one_curve`` (the pooled curve), ``effect_size`` (the proxies' direction
-  sets the lagged part's size, times 0.25 to 1.75) and ``noise_scale`` (it sets the noise's scale the same way);
+  sets the lagged part's size, times 0.25 to 1.75), ``noise_scale`` (it sets the noise's scale the same way) and
+  ``common_shock`` (one more persistent shock common to the entities, AR(1) at rho and as large as the idiosyncratic
+  noise, each entity's loading set by the proxies' direction the same way);
 - positives, each entity's curve shifted by d_i lags (linear interpolation, zero beyond the window), d_i = c times a
   standardised score, c chosen so that the entities' true k* (of their shifted curves, as the classical models
   compute k*) have a spread (sd) of 0.25 to 3 lags (:data:`SPREADS`), or as close as the window allows:
@@ -61,13 +61,13 @@ import numpy as np
 import pandas as pd
 
 from acgate import statistics
-from acgate.audit import calibration, gls
+from acgate.audit import calibration, gls, noise
 from acgate.audit import domain_audit as audit
 from acgate.audit.verdicts import FAMILIES, RULES_VERSIONS, rules_versions, versions_text
 from acgate.config import Params
 from acgate.data.panel import Normalisers, Panel
 from acgate.layout import audit_dir, method_dir, panel_dir, shown
-from acgate.models.classical import fit_classical, intercepts, lag_profile, standardise
+from acgate.models.classical import fit_classical, intercepts, lag_profile, moderators, standardise
 from acgate.models.lags import effective_lag
 from acgate.runs import write_csv, write_json
 
@@ -77,7 +77,6 @@ SPREADS = {"quarter": 0.25, "half": 0.5, "one": 1.0, "one_and_half": 1.5, "two":
 STRATIFIER_SPREADS = ("half", "one", "two")
 DETECTABLE = 0.8  # a spread counts as detectable where a rule says "supported" in at least this share of surrogates
 SIZE_FACTOR = (0.25, 1.5)  # effect_size and noise_scale: times 0.25 + 1.5 u, u the entity's rank share (mean 1)
-MAX_RHO = 0.95  # the residuals' AR(1) coefficient is clipped to [-0.95, 0.95], so the noise stays stationary
 SALT = 7_919  # the surrogates' random streams, apart from every other stream of the project
 
 
@@ -99,6 +98,10 @@ SCENARIOS = {
     "noise_scale": Scenario("negative", False, target="noise_scale",
                             description="the pooled lag curve for every entity; the proxies' direction sets the scale "
                                         "of the noise (times 0.25 to 1.75)"),
+    "common_shock": Scenario("negative", False, target="common_shock",
+                             description="the pooled lag curve for every entity, and a persistent common shock whose "
+                                         "loadings follow the proxies' direction (times 0.25 to 1.75; as large as "
+                                         "the idiosyncratic noise)"),
     **{f"proxy_lags_{word}": Scenario("positive", True, "proxies", spread,
                                       description=f"the pooled curve shifted by the proxies' direction, spread "
                                                   f"{spread:g} lag{'s' if spread > 1 else ''}")
@@ -120,8 +123,9 @@ class Source:
     x: np.ndarray  # (N, T, F) the standardised features
     curve: np.ndarray  # (F, K) the pooled lag curve of shared_dl
     intercept: np.ndarray  # (N,) each entity's level
-    rho: float  # AR(1) coefficient of the residuals, pooled over entities
+    rho: float  # AR(1) coefficient of the idiosyncratic noise, pooled over entities
     sigma: np.ndarray  # (N,) each entity's innovation sd
+    common: np.ndarray  # (N, T) the panel's common shocks, loadings times factors (zero in the K warm-up steps)
     proxy_score: np.ndarray  # (N,) the proxies' direction, standardised
     stratifier_score: np.ndarray | None  # (N,) a stratifier's part the proxies do not carry, standardised; or None
     shifts: dict  # scenario -> (N,) each entity's lag shift d_i
@@ -172,9 +176,9 @@ def _directions(panel: Panel, circular_threshold: float) -> tuple[np.ndarray, np
 
 
 def fit_source(panel: Panel, params: Params) -> Source:
-    """The pooled lag curve and entity levels of ``panel`` (shared_dl on its training targets), its noise model (from
-    each entity's own lag curves on its training and validation targets, :func:`acgate.audit.gls.error_model`), and the
-    scores that moderate the surrogates' lags."""
+    """The pooled lag curve and entity levels of ``panel`` (shared_dl on its training targets), its noise model over
+    every observed target step (:func:`acgate.audit.noise.estimate`: AR(1) idiosyncratic noise with entity scales,
+    and the panel's common shocks), and the scores that moderate the surrogates' lags."""
     K = params.model.max_lag
     norm = Normalisers.fit(panel)
     x = norm.X.transform(panel.X).astype(float)
@@ -186,13 +190,9 @@ def fit_source(panel: Panel, params: Params) -> Source:
     rows[:, K:] = np.isfinite(y[:, K:]) & (labels != "test")[None, :]
     train = rows & np.concatenate([np.zeros(K, dtype=bool), labels == "train"])[None, :]
     intercept = intercepts(np.nan_to_num(y - lagged), train)
-    # the noise of a one-curve fit would hold the panel's own lag differences (AR 0.56-0.73 and twice the sd where
-    # the true noise was i.i.d.); each entity's own curves hold them instead
-    design = gls.lag_design(panel, K)
-    design = dataclasses.replace(design, rows=design.rows & (labels != "test")[None, :])
-    errors = gls.error_model(design)
-    rho = float(np.clip(errors.rho, -MAX_RHO, MAX_RHO))
-    sigma = errors.sigma
+    found = noise.estimate(gls.lag_design(panel, K), moderators(norm.P.transform(panel.P), shared=False))
+    common = np.zeros(y.shape)
+    common[:, K:] = found.common()
     proxy_score, stratifier_score, about = _directions(panel, params.audit.circular_threshold)
     explained = np.var(lagged[rows]) / np.var(y[rows]) if np.var(y[rows]) > 0 else np.nan
     shifts, spreads = {}, {}
@@ -200,10 +200,10 @@ def fit_source(panel: Panel, params: Params) -> Source:
         score = {"proxies": proxy_score, "stratifier": stratifier_score}.get(scenario.moderator)
         if score is not None:
             shifts[name], spreads[name] = _shift_for_spread(curve, score, scenario.spread)
-    about.update({"residual_ar1": round(rho, 4), "innovation_sd_median": round(float(np.median(sigma)), 4),
-                  "lagged_share_of_variance": round(float(explained), 4),
+    about.update({**found.about(), "lagged_share_of_variance": round(float(explained), 4),
                   "pooled_curve": np.round(curve, 4).tolist(), "true_kstar_sd": spreads})
-    return Source(panel, K, x, curve, intercept, rho, sigma, proxy_score, stratifier_score, shifts, about)
+    return Source(panel, K, x, curve, intercept, found.rho, found.sigma, common, proxy_score, stratifier_score, shifts,
+                  about)
 
 
 SHIFT_GRID = 241  # multipliers of the score tried for each spread, from 0 to 6 times the spread
@@ -265,16 +265,25 @@ def draw(source: Source, name: str, seed: int) -> Panel:
     sigma = source.sigma * (factor if scenario.target == "noise_scale" else 1.0)
     if scenario.target == "effect_size":
         lagged = lagged * factor[:, None]
-    noise = np.empty((n, t_len))
-    noise[:, 0] = rng.normal(0, 1, n) * sigma / np.sqrt(1 - source.rho**2)  # the stationary start
-    for t in range(1, t_len):
-        noise[:, t] = source.rho * noise[:, t - 1] + sigma * rng.normal(0, 1, n)
-    y = Normalisers.fit(source.panel).Y.inverse(source.intercept[:, None] + lagged + noise)
+    errors = _ar1(rng, source.rho, sigma, t_len) + source.common
+    if scenario.target == "common_shock":  # one more common factor, its loadings set by the proxies' direction
+        typical = float(np.median(source.sigma)) / np.sqrt(1 - source.rho**2)  # the idiosyncratic noise's sd
+        errors += factor[:, None] * typical * _ar1(rng, source.rho, np.ones(1), t_len)
+    y = Normalisers.fit(source.panel).Y.inverse(source.intercept[:, None] + lagged + errors)
     y[~np.isfinite(source.panel.Y)] = np.nan
     kstar = effective_lag(lag_profile(curves))
     return dataclasses.replace(source.panel, Y=y.astype(np.float32), truth={"kstar_true": kstar,
                                                                             "dgp_mean_lag": kstar},
                                meta={**source.panel.meta, "surrogate": name, "surrogate_seed": seed})
+
+
+def _ar1(rng: np.random.Generator, rho: float, sigma: np.ndarray, steps: int) -> np.ndarray:
+    """(len(sigma), steps) stationary AR(1) series of coefficient ``rho`` and innovation sd ``sigma`` each."""
+    series = np.empty((len(sigma), steps))
+    series[:, 0] = rng.normal(0, 1, len(sigma)) * sigma / np.sqrt(1 - rho**2)  # the stationary start
+    for t in range(1, steps):
+        series[:, t] = rho * series[:, t - 1] + sigma * rng.normal(0, 1, len(sigma))
+    return series
 
 
 def methods(params: Params, neural: bool) -> list[str]:
@@ -542,7 +551,7 @@ def _interval(successes: int, trials: int) -> list[float] | None:
 RECORD = "panel_matched.json"  # beside the study's table: its settings, what the surrogates were made from, the rates
 # the version of how surrogates are made and what a study records, beside the rules' version: a study of another
 # version no longer describes these surrogates. Raise it with any change to the surrogates or their methods
-SURROGATE_VERSION = 3
+SURROGATE_VERSION = 4
 
 
 def panel_digest(panel: Panel) -> str:

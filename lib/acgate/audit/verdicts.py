@@ -607,7 +607,21 @@ def _interactions(cfg: AuditConfig, l1: pd.DataFrame, lag_tests: pd.DataFrame) -
                 f"{cfg.practical_sd} in {share:.0%} of panels (mean sd {tested.kstar_sd.mean():.3f}); the runs' k* "
                 f"against the GLS fit's: Spearman {tested.kstar_agreement.median():.2f}")
     supported = p_scaled < alpha and p_shared < alpha and share >= cfg.l1_min_share
-    return cell("supported" if supported else "not certified", rule, evidence, edge_warning(cfg, mine))
+    return cell("supported" if supported else "not certified", rule, evidence,
+                edge_warning(cfg, mine) + common_shock_warning(alpha, tested))
+
+
+def common_shock_warning(alpha: float, tested: pd.DataFrame) -> list[str]:
+    """A warning (in a list) when the residuals of the panels' pooled lag fit share shocks (Pesaran's CD below
+    ``alpha`` in any panel): the GLS tests model entity effects and AR(1) errors, not shocks common to the entities,
+    and a shock whose loadings follow the proxies can pass for lags that do."""
+    if "cd_p" not in tested or not (tested.cd_p < alpha).any():
+        return []
+    return [f"the entities share shocks: Pesaran's CD of the pooled lag fit's residuals {tested.cd.median():.1f} "
+            f"(p {format_p(float(tested.cd_p.max()))}), a common factor (the cross-sectional mean of each step) "
+            f"holding {tested.common_share.median():.0%} of their variance; the GLS tests have entity effects only, "
+            "so a common shock whose loadings follow the proxies can pass for lags that do (the panel-matched "
+            "study's common_shock null measures how often)"]
 
 
 def lags_differ_verdict(cfg: AuditConfig, lag_tests: pd.DataFrame, l1_cell: dict) -> dict:
