@@ -79,9 +79,9 @@ names = source.scenarios(scenarios)
 # ## What the surrogates are made from
 # The pooled lag curve (standardised units, one row per feature, lags 1..K), the noise's AR(1) coefficient (and the
 # raw statistic it was debiased from) and median innovation sd, its common shocks (Pesaran's CD of the residuals
-# before and after the common factor is taken out, and the share of their variance it holds), the share of the target's variance the pooled lagged part explains, how the proxies'
-# direction and the stratifier scenarios' score were chosen, and the spread of the true k* each positive reaches
-# (a short window cannot hold a spread of 2 lags).
+# before and after the common factor is taken out, and the share of their variance it holds), the share of the
+# target's variance the pooled lagged part explains, how the proxies' direction and the stratifier scenarios' score
+# were chosen, and the spread of the true k* each positive reaches (a short window cannot hold a spread of 2 lags).
 
 # %%
 for key, value in source.about.items():

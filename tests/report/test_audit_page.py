@@ -77,15 +77,18 @@ def test_the_glance_states_each_rules_error_rates_or_why_they_were_not_measured(
     page = tiny_grid[4].read_text()
     assert "not measured: no panel-matched study" in page
     assert "A simulated panel (its true lags in column true_lag)" in page  # the example is simulated, not real
-    rate = {"false_support": {"supported": 6, "replicates": 240}, "smallest_detectable": 1.0}
+    rate = {"false_support": {"supported": 6, "replicates": 240}, "smallest_detectable": 1.0,
+            "worst_null": {"scenario": "effect_size", "supported": 4, "replicates": 40}}
     study = {"note": "", "settings": {"neural_replicates": 0},
              "error_rates": {"moderated_dl": {"L1": rate, "L2": {**rate, "smallest_detectable": None},
                                               "lags differ": {**rate, "smallest_detectable": 0.5}}}}
     table = rates_at_a_glance(dataclasses.replace(result, error_rates=study), ["acgate", "moderated_dl"])
     classical, neural = table["Moderated DL"].to_numpy(), table["AC-GATE"].to_numpy()  # rows: L0, L1, L2, L3, differ
-    assert classical[1] == "false in 6 of 240 nulls; detects a spread of 1 lag or more"
-    assert classical[2].endswith("detects no spread up to 3 lags in 80 %")
-    assert table.loc["lags differ at all"].iloc[0].endswith("detects a spread of 0.5 lags or more")
+    # the worst null class first (the size of a test is its worst case), the pooled count beside it
+    assert classical[1] == ("false in 4 of 40 of its worst null (effect_size), 6 of 240 in all; detects a spread of 1 "
+                            "lag in 80 %")
+    assert classical[2].endswith("detects no spread simulated in 80 %")
+    assert table.loc["lags differ at all"].iloc[0].endswith("detects a spread of 0.5 lags in 80 %")
     assert neural[1] == ("not measured: the study trained no AC-GATE replicates (neural_replicates 0; about 20 a "
                          "scenario measure its rates, each costing 7-17 classical ones)")
     assert table.iloc[0].str.startswith("not measured: a forecast comparison").all()

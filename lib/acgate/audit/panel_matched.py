@@ -28,8 +28,9 @@ training mean (zero). Targets missing in the panel stay missing. The scenarios (
   carry, so the lags differ (the truth of the lags-differ statement) but the proxies do not hold them (L1, L2 and L3
   must not say so).
 
-The smallest spread a rule detects on the panel (:func:`smallest_detectable`) is the smallest spread of the grid from
-which on it says "supported" in at least :data:`DETECTABLE` of the surrogates; every "not certified" is read with it.
+The smallest spread a rule detects on the panel (:func:`smallest_detectable`) is the smallest spread of the grid at
+which it says "supported" in at least :data:`DETECTABLE` of the surrogates; every "not certified" is read with the
+power counts and their intervals (:func:`_unseen`), and every false-support rate with the worst null's.
 
 The proxies' direction is their least-squares fit to the ranks of the stratifier they carry best among those the
 audit does not call circular (so that L2 has something to find when the lags follow it); the first principal
@@ -508,39 +509,72 @@ def error_rates(table: pd.DataFrame, about: dict) -> dict:
                             + (f" (sd {p['true_kstar_sd']:g} in this window)"
                                if abs(p["true_kstar_sd"] - float(value)) > 0.05 else "")
                             + f" in {p['supported']} of {p['replicates']}" for value, p in power.items())
-        sentence = "; ".join(part for part in (
-            f"on panels like this one the rule falsely supports in {x} of {n} nulls" if n else "no nulls were run",
-            f"it detects {detects}" if detects else "") if part)
+        worst = _worst_null(nulls)
+        falsely = (f"on panels like this one the rule falsely supports in {worst['supported']} of "
+                   f"{worst['replicates']} surrogates of its worst null ({worst['scenario']}; 95 % interval "
+                   f"{_percent(worst['ci'])}), {x} of {n} over all nulls" if n else "no nulls were run")
+        sentence = "; ".join(part for part in (falsely, f"it detects {detects}" if detects else "") if part)
         smallest = smallest_detectable(power)
         out.setdefault(reference, {})[layer] = {
-            "false_support": {"supported": x, "replicates": n, "ci": _interval(x, n)}, "power": power,
-            "smallest_detectable": smallest, "sentence": sentence, "unseen": _unseen(smallest, power)}
+            "false_support": {"supported": x, "replicates": n, "ci": _interval(x, n)}, "worst_null": worst,
+            "power": power, "smallest_detectable": smallest, "sentence": sentence,
+            "unseen": _unseen(smallest, power)}
     return out
 
 
+def _worst_null(nulls: pd.DataFrame) -> dict:
+    """The null scenario in which a rule said "supported" most often (the size of a test is its worst case, not
+    the pooled count), with its count and 95 % Clopper-Pearson interval; empty without nulls."""
+    if nulls.empty:
+        return {}
+    counts = nulls.groupby("scenario", sort=False)[["supported", "replicates"]].sum()
+    share = counts.supported / counts.replicates
+    name = max(counts.index, key=lambda s: (share[s], counts.supported[s]))
+    hits, trials = int(counts.supported[name]), int(counts.replicates[name])
+    return {"scenario": name, "supported": hits, "replicates": trials, "ci": _interval(hits, trials)}
+
+
 def smallest_detectable(power: dict) -> float | None:
-    """The smallest spread (lags) of ``power`` (spread -> {"supported", "replicates"}) from which on, at every larger
-    spread measured too, a rule said "supported" in at least :data:`DETECTABLE` of the surrogates; None where it
-    does at no spread (or no positive was run)."""
-    reached = [(float(value), p["supported"] >= DETECTABLE * p["replicates"] > 0) for value, p in power.items()]
-    smallest = None
-    for value, ok in sorted(reached, reverse=True):
-        if not ok:
-            break
-        smallest = value
-    return smallest
+    """The smallest spread (lags) of ``power`` (spread -> {"supported", "replicates"}) at which a rule said
+    "supported" in at least :data:`DETECTABLE` of the surrogates; None where it does at no spread (or no positive
+    was run). A larger spread may fall short of it: power need not grow with the spread, where a shift moves much
+    of a curve out of the window (:func:`_unseen` says so)."""
+    reached = [float(value) for value, p in power.items() if p["supported"] >= DETECTABLE * p["replicates"] > 0]
+    return min(reached) if reached else None
 
 
 def _unseen(smallest: float | None, power: dict) -> str:
-    """What a "not certified" cannot exclude on this panel: the sentence the audit prints beside it."""
+    """What a "not certified" cannot exclude on this panel: the sentence the audit prints beside it, from the power
+    counts with their intervals (a count of 32 of 40 is an interval of 64-91 %, not 80 %)."""
     if not power:
         return ""
+    kind = "a rigid shift of the pooled lag curve along the proxies' direction"
+
+    def count(value: str) -> str:
+        p = power[value]
+        return f"{p['supported']} of {p['replicates']} ({_percent(p['ci'])})"
+
+    spreads = sorted(power, key=float)
     if smallest is None:
-        largest = max(float(v) for v in power)
-        return (f"on this panel the rule detects no spread up to {largest:g} lags in {DETECTABLE:.0%} of surrogates: "
-                "a lag difference of any size measured could go unseen")
-    return (f"on this panel the rule detects a spread of {smallest:g} lag{'s' if smallest > 1 else ''} or more in "
-            f"{DETECTABLE:.0%} of surrogates; smaller spreads go unseen")
+        best = max(spreads, key=lambda v: power[v]["supported"] / max(power[v]["replicates"], 1))
+        return (f"on this panel the rule detected no spread simulated ({kind}, {spreads[0]} to {spreads[-1]} lags) in "
+                f"{DETECTABLE:.0%} of surrogates; most often a spread of {best} lags, in {count(best)}")
+    at = f"{smallest:g}"
+    text = (f"on this panel the rule detected {kind} of {at} lag{'s' if smallest > 1 else ''} in {count(at)} of "
+            "surrogates")
+    short = [v for v in spreads if float(v) > smallest
+             and power[v]["supported"] < DETECTABLE * power[v]["replicates"]]
+    if short:
+        text += "; larger spreads less often: " + ", ".join(f"{v} lags in {count(v)}" for v in short)
+    below = [v for v in spreads if float(v) < smallest]
+    if below:
+        text += "; smaller spreads were detected less often: " + ", ".join(f"{v} lags in {count(v)}" for v in below)
+    return text
+
+
+def _percent(ci: list[float] | None) -> str:
+    """A 95 % interval as percentages ("64-91 %")."""
+    return f"{ci[0]:.0%}-{ci[1]:.0%}".replace("%-", "-") if ci else "no interval"
 
 
 def _interval(successes: int, trials: int) -> list[float] | None:

@@ -165,11 +165,14 @@ def rates_at_a_glance(result: AuditResult, references: list[str]) -> pd.DataFram
                 f"{study.get('settings', {}).get('neural_replicates', 0)}; about 20 a scenario measure its rates, "
                 "each costing 7-17 classical ones)")
             return f"not measured: {why}"
-        false = rate["false_support"]
+        false, worst = rate["false_support"], rate.get("worst_null") or {}
         smallest = rate.get("smallest_detectable")
-        power = (f"detects a spread of {smallest:g} lag{'s' if smallest != 1 else ''} or more"
-                 if smallest is not None else "detects no spread up to 3 lags in 80 %")
-        return f"false in {false['supported']} of {false['replicates']} nulls; {power}"
+        power = (f"detects a spread of {smallest:g} lag{'s' if smallest != 1 else ''} in 80 %"
+                 if smallest is not None else "detects no spread simulated in 80 %")
+        falsely = (f"false in {worst['supported']} of {worst['replicates']} of its worst null ({worst['scenario']}), "
+                   f"{false['supported']} of {false['replicates']} in all" if worst
+                   else f"false in {false['supported']} of {false['replicates']} nulls")
+        return f"{falsely}; {power}"
 
     table = pd.DataFrame({render.readable(r): [said(rates.get(r, {}).get(layer), r) if layer in STATEMENTS
                                                 else "not measured: a forecast comparison, which the surrogates "
