@@ -121,3 +121,40 @@ def test_the_readmes_call_runs_in_a_plain_script_without_a_main_guard(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     assert "surrogate audits of my_panel" in done.stdout and "AC-GATE audit of my_panel: 2 seeds" in done.stdout
     assert done.stdout.count("my_panel: 40 entities") == 1  # the script ran once, not once more per worker
+
+
+CALL = dict(entity="region", time="year", target="outcome", proxies=["mean:capacity", "mean:openness"],
+            log=lambda _: None)
+
+
+def test_common_dataframe_mistakes_end_in_one_message_naming_the_fix(tmp_path):
+    """A string for a list was read letter by letter ('d', 'r', 'i', ...); dates for years ended in an internal
+    CSV's 'line 2' and params-file keys. Each now stops at the call, before anything is written."""
+    frame = example_frame()
+    with pytest.raises(TypeError, match=r"features='driver' is one string, .* pass a list, features=\['driver'\]"):
+        acgate.audit_panel(frame, features="driver", workdir=tmp_path, **CALL)
+    dated = frame.assign(year=pd.to_datetime(frame.year.astype(str) + "-01-01"))
+    with pytest.raises(TypeError, match=r"column 'year' holds datetime64\[.s\] values: .*frame\.assign\(year=frame"
+                                        r"\['year'\]\.dt\.year\)"):
+        acgate.audit_panel(dated, features=["driver"], workdir=tmp_path, **CALL)
+    assert not any(tmp_path.iterdir())
+
+
+def test_a_frame_indexed_by_entity_and_time_is_taken_as_it_is(tmp_path):
+    """As linearmodels and statsmodels panels are: the index is reset (it was refused as lacking both columns). The
+    call then names the one column that is really missing."""
+    indexed = example_frame().set_index(["region", "year"])
+    with pytest.raises(KeyError, match=r"the frame has no column\(s\) 'not_there' \("):
+        acgate.audit_panel(indexed, features=["driver"], static=["not_there"], workdir=tmp_path, **CALL)
+
+
+def test_entities_left_out_by_preparation_are_named_at_the_call(tmp_path):
+    """An entity with 3 rows was dropped without a word ("40 entities" for 41 given); the call now says which
+    and why before anything trains."""
+    frame = example_frame()
+    short = frame[frame.region == frame.region.iloc[0]].head(3).assign(region="region_short")
+    lines = []
+    acgate.audit_panel(pd.concat([frame, short]), features=["driver"], workdir=tmp_path, methods=["moderated_dl"],
+                       seeds=1, study_replicates=0, **{**CALL, "log": lines.append})
+    left_out = next(line for line in lines if "left out" in line)
+    assert left_out.startswith("my_panel: 1 of 41 entities left out: region_short (") and "entities.csv" in left_out

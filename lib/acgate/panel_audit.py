@@ -99,6 +99,10 @@ class PanelAudit:
         out.write(f"AC-GATE audit of {self.params.domain}: {self.result.l0.seed.nunique()} seeds, "
                   f"{self.result.l0.method.nunique()} methods (persistence included)\n\n")
         out.write(self.glance().to_string() + "\n")
+        from acgate.report.reading import lags_differ_reading  # with the report's modules: matplotlib
+
+        if reading := lags_differ_reading(self.result):
+            out.write(f"\nlags differ: {reading}\n")
         settings = self.result.error_rates.get("settings")
         size = [f"{settings['replicates']} a scenario", f"{settings['neural_replicates']} with AC-GATE",
                 *([f"{settings['null_replicates']} of each null"] if settings.get("null_replicates") else []),
@@ -197,6 +201,12 @@ def audit_panel(frame: pd.DataFrame, *, entity: str, time: str, target: str, fea
                                  names={"replicates": "study_replicates", "neural": "study_neural_replicates",
                                         "seeds": "study_seeds"}, zero={"replicates": "0: no study"})
     workdir = _own_folder(workdir, domain)
+    for name, value in (("features", features), ("proxies", proxies), ("stratifiers", stratifiers),
+                        ("static", static), ("methods", methods)):
+        if isinstance(value, str):
+            raise TypeError(f"{name}={value!r} is one string, which would be read letter by letter: pass a list, "
+                            f"{name}=[{value!r}]")
+    frame = _long_frame(frame, entity, time)
     columns = [entity, time, target, *features, *(prep.parse_summary(spec)[1] for spec in
                                                  (*proxies, *stratifiers, *static))]
     if isinstance(settings.get("audit"), dict) and settings["audit"].get("true_lag"):
@@ -232,6 +242,11 @@ def audit_panel(frame: pd.DataFrame, *, entity: str, time: str, target: str, fea
     prepared = prep.prepare(long, params, source)
     prep.save(prepared, panel_dir(data_root, domain), manifest(params.to_dict(), seed=-1, device="none"))
     panel = prepared.panel
+    dropped = prepared.report[~prepared.report.kept]
+    if len(dropped):
+        log(f"{domain}: {len(dropped)} of {len(prepared.report)} entities left out: "
+            + "; ".join(f"{row.entity} ({row.reason})" for row in dropped.head(5).itertuples())
+            + ("; ..." if len(dropped) > 5 else "") + f" (all in {panel_dir(data_root, domain) / 'entities.csv'})")
     log(f"{domain}: {panel.n_entities} entities, times {first}..{last} (validation from {val_start}, test from "
         f"{test_start}); {seeds} seeds x {len(params.methods)} methods -> {runs_root}")
     from acgate.models.runner import run_seeds  # torch: imported where runs train
@@ -270,6 +285,22 @@ def _study(panel: Panel, params: Params, out: Path, wanted: dict, jobs: int, log
     else:
         log(f"{params.domain}: the panel-matched study in {shown(out)} is current for this panel and size: kept")
     return found
+
+
+def _long_frame(frame: pd.DataFrame, entity: str, time: str) -> pd.DataFrame:
+    """``frame`` with the entity and time as columns: a frame indexed by them (as linearmodels and statsmodels
+    panels are) is taken with its index reset. A time column of dates or periods stops with the fix (times are whole
+    numbers: years, or steps)."""
+    if not isinstance(frame, pd.DataFrame):
+        raise TypeError(f"frame is a {type(frame).__name__}: audit_panel takes a pandas DataFrame, one row per entity "
+                        "and time")
+    if {entity, time} & set(frame.index.names) and not {entity, time} <= set(frame.columns):
+        frame = frame.reset_index()
+    if time in frame.columns and (pd.api.types.is_datetime64_any_dtype(frame[time])
+                                  or isinstance(frame[time].dtype, pd.PeriodDtype)):
+        raise TypeError(f"column {time!r} holds {frame[time].dtype} values: times are whole numbers (years, or steps "
+                        f"0, 1, 2, ...); pass frame.assign({time}=frame[{time!r}].dt.year) for yearly data")
+    return frame
 
 
 def _own_folder(workdir: str | Path, domain: str) -> Path:

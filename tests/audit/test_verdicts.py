@@ -136,24 +136,21 @@ def test_verdicts_json_carries_both_rule_sets(small, tmp_path):
     assert np.isclose(written["audit"]["alpha"], small.audit.alpha)
 
 
-def test_lags_differ_reads_the_pooled_test_and_says_whether_l1_explains_it(smoke_params):
+def test_lags_differ_reads_the_pooled_test(smoke_params):
     """The statement is the pooled GLS test's p (Fisher's combination over independent panels); the share of entities
-    rejecting on their own is evidence only (under a persistent null it runs far above 5 %), and the reading says
-    whether L1 explains the difference, or that the panel cannot tell."""
+    rejecting on their own is evidence only (under a persistent null it runs far above 5 %). What it says with L1 is
+    acgate.report.reading's (tests/report/test_reading.py)."""
     cfg = smoke_params.audit
     tests = pd.DataFrame({"seed": [0, 1], "differ_entities": [100, 100], "differ_p": [0.01, 0.02],
                           "differ_share_below_05": [0.02, 0.04], "differ_rho": [0.9, 0.9], "differ_draws": [199, 199],
                           "differ_note": ["", ""]})
-    unexplained = verdicts.lags_differ_verdict(cfg, tests, {"verdict": "not certified"})
-    assert unexplained["verdict"] == "supported" and "do not explain" in unexplained["reading"]
-    assert "pooled over 200 entities (2 panel(s))" in unexplained["evidence"] and "3% of the entities" in \
-        unexplained["evidence"]
-    assert "proxies hold them" in verdicts.lags_differ_verdict(cfg, tests, {"verdict": "supported"})["reading"]
+    found = verdicts.lags_differ_verdict(cfg, tests)
+    assert found["verdict"] == "supported" and "reading" not in found
+    assert "pooled over 200 entities (2 panel(s))" in found["evidence"] and "3% of the entities" in found["evidence"]
     many = tests.assign(differ_p=[0.3, 0.5], differ_share_below_05=[0.7, 0.8])  # a persistent null's per-entity tests
-    cannot = verdicts.lags_differ_verdict(cfg, many, {"verdict": "not certified"})
-    assert cannot["verdict"] == "not certified" and cannot["reading"].startswith("not shown: this panel's pooled test")
+    assert verdicts.lags_differ_verdict(cfg, many)["verdict"] == "not certified"
     untestable = tests.assign(differ_p=np.nan, differ_note="no entity testable")
-    found = verdicts.lags_differ_verdict(cfg, untestable, {"verdict": "supported"})
+    found = verdicts.lags_differ_verdict(cfg, untestable)
     assert found["verdict"] == "not claimed" and "no entity testable" in found["evidence"]
 
 

@@ -492,7 +492,7 @@ def audit_domain(params: Params, runs_root: Path, data_root: Path, seeds: int = 
     result.verdicts_by_reference = judge(result, cfg, references)
     result.verdicts = result.verdicts_by_reference[cfg.reference]["calibrated"]
     result.verdicts_paper = result.verdicts_by_reference[cfg.reference]["paper"]
-    result.lags_differ = verdicts.lags_differ_verdict(cfg, result.lag_tests, result.verdicts["L1"])
+    result.lags_differ = verdicts.lags_differ_verdict(cfg, result.lag_tests)
     return result
 
 

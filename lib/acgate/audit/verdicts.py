@@ -624,14 +624,14 @@ def common_shock_warning(alpha: float, tested: pd.DataFrame) -> list[str]:
             "study's common_shock null measures how often)"]
 
 
-def lags_differ_verdict(cfg: AuditConfig, lag_tests: pd.DataFrame, l1_cell: dict) -> dict:
+def lags_differ_verdict(cfg: AuditConfig, lag_tests: pd.DataFrame) -> dict:
     """Whether the entities' lags differ at all, whatever the proxies say: a statement apart from the layers.
 
     It reads the pooled GLS test of every entity's own lag curves against a shared shape scaled for each
     (:func:`acgate.audit.gls.shape_test`, one row per panel). Supported when its p (a parametric bootstrap's; Fisher's
     combination of the panels' p where several were tested) is below alpha; not claimed when no panel could be
-    tested; else not certified. With L1 (the reference's calibrated heterogeneity cell) the reading says whether the
-    proxies explain the difference.
+    tested; else not certified. What it says together with both references' L1 is
+    :func:`acgate.report.reading.lags_differ_reading`'s to say.
 
     Parameters
     ----------
@@ -641,14 +641,11 @@ def lags_differ_verdict(cfg: AuditConfig, lag_tests: pd.DataFrame, l1_cell: dict
         The audit's lag_tests table, one row per panel (one per seed, or one where the seeds share their panel), with
         columns differ_entities (the entities tested), differ_p (NaN when none could be), differ_share_below_05,
         differ_rho and differ_note (why not).
-    l1_cell : dict
-        The reference's calibrated L1 cell; only its ``verdict`` is read.
 
     Returns
     -------
     dict
-        A verdict cell (:func:`cell`, without warnings) with one more key, ``reading`` (str): what the statement and L1
-        say together; empty when not claimed.
+        A verdict cell (:func:`cell`, without warnings).
     """
     alpha = cfg.alpha
     rule = ("supported when every entity's own distributed-lag curves fit better than the pooled curve shape scaled "
@@ -659,21 +656,13 @@ def lags_differ_verdict(cfg: AuditConfig, lag_tests: pd.DataFrame, l1_cell: dict
     if tested.empty:
         notes = "; ".join(dict.fromkeys(n for n in lag_tests.get("differ_note", pd.Series(dtype=str))
                                         if isinstance(n, str) and n)) or "no panel"
-        return {**cell("not claimed", rule, f"not testable: {notes}"), "reading": ""}
+        return cell("not claimed", rule, f"not testable: {notes}")
     p = float(tested.differ_p.iloc[0]) if len(tested) == 1 else fisher_combined(tested.differ_p)
     share = float(np.average(tested.differ_share_below_05, weights=tested.differ_entities))
     evidence = (f"pooled over {int(tested.differ_entities.sum())} entities ({len(tested)} panel(s)): p {format_p(p)} "
                 f"({int(tested.differ_draws.iloc[0])} bootstrap draws; AR(1) rho {tested.differ_rho.mean():.2f}); "
                 f"{share:.0%} of the entities' own tests reject at 0.05")
-    verdict = "supported" if p < alpha else "not certified"
-    explained = l1_cell["verdict"] == "supported"
-    if verdict == "supported":
-        reading = ("the lags differ, and the proxies hold them (L1 supported)" if explained else
-                   "the lags differ, but the proxies do not explain them (L1 not supported): look for what does")
-    else:
-        reading = ("the pooled test does not show it, but L1 finds lags the proxies hold" if explained else
-                   "not shown: this panel's pooled test cannot tell the entities' lags apart")
-    return {**cell(verdict, rule, evidence), "reading": reading}
+    return cell("supported" if p < alpha else "not certified", rule, evidence)
 
 
 def _alignment(cfg: AuditConfig, l1_cell: dict, agreement: pd.DataFrame, l2_summary: pd.DataFrame,

@@ -31,6 +31,7 @@ from acgate.config import GATE_METHODS, Params
 from acgate.layout import AUDIT_MARKDOWN, AUDIT_PAGE, audit_dir, method_dir, panel_dir, shown
 from acgate.report import audit_figures, render
 from acgate.report.page import FIGURES_FOLDER, Code, Link, Page, Strong, render_html, render_markdown
+from acgate.report.reading import lags_differ_reading
 from acgate.runs import RunFolderBusy, atomic_write, code_versions, git_sha, reading
 
 # one plain sentence per layer and verdict ({r}: the reference's name); the evidence and the rule follow it
@@ -291,7 +292,7 @@ def _statements(page: Page, result: AuditResult, rates: dict, calibration: dict,
     page.heading(2, "Do the entities' lags differ at all?", "lags-differ")
     cell = result.lags_differ
     if cell:
-        reading = cell.get("reading", "") or "not testable"
+        reading = lags_differ_reading(result) or "not testable"
         page.paragraph(Strong(cell["verdict"]), " ", reading[:1].upper() + reading[1:] + ". ",
                        "Apart from the layers and whatever the proxies say: per-entity F-tests of the shape of the "
                        "lag curves.")
