@@ -15,6 +15,7 @@ from acgate.config import (
     ParamsError,
     load_params,
     params_from_dict,
+    read_settings,
     reference_markdown,
 )
 
@@ -221,3 +222,18 @@ def test_the_entity_column_is_no_data_and_no_time(change, message):
     spec["data"].update(change)
     with pytest.raises(ParamsError, match=message):
         params_from_dict(spec, "mine.yaml")
+
+
+def test_plain_values_are_read_as_a_user_writes_them(tmp_path):
+    """PyYAML reads YAML 1.1: `lr: 1e-3` and `epsilon: 1e-06` (the default as docs/parameters.md prints it) were
+    strings, refused as "not a number"; `features: [NO]` became [False]; `domain: 0123` the octal 83. Read by
+    YAML 1.2's rules, each is what it looks like."""
+    data = base()
+    data.setdefault("train", {}).update(lr="LR", stacked="STACKED")
+    data.setdefault("audit", {}).update(epsilon="EPSILON")
+    text = yaml.safe_dump(data).replace("LR", "1e-3").replace("STACKED", "off").replace("EPSILON", "1e-06")
+    (tmp_path / "plain.yaml").write_text(text)
+    params = load_params(tmp_path / "plain.yaml")
+    assert params.train.lr == 0.001 and params.audit.epsilon == 1e-06 and params.train.stacked == "off"
+    assert read_settings("features: [NO, yes]\ndomain: 0123\nn: 12\nflag: true\n") == {
+        "features": ["NO", "yes"], "domain": "0123", "n": 12, "flag": True}

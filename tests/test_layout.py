@@ -2,6 +2,8 @@
 
 from pathlib import Path
 
+from acgate import layout
+from acgate.data import sources
 from acgate.layout import project_root, shown
 
 
@@ -14,3 +16,14 @@ def test_a_path_is_shown_relative_to_the_project_root_or_the_base_given(tmp_path
     monkeypatch.delenv("ACGATE_ROOT", raising=False)
     assert shown(tmp_path / "runs" / "d", base=tmp_path) == "runs/d"
     assert shown(Path("relative/path")) == "relative/path"
+
+
+def test_a_folder_given_with_a_tilde_is_in_the_home_folder(tmp_path, monkeypatch):
+    """`runs_dir="~/audit"` made a folder literally named "~" in the working directory; so did `workdir=`."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    folders = layout.grid_folders([], runs_dir="~/audit", data_dir="~/data")
+    assert folders["runs_dir"] == str(tmp_path / "audit") and folders["data_dir"] == str(tmp_path / "data")
+    assert folders["tables_dir"] == str(tmp_path / "audit" / "tables")
+    monkeypatch.setenv(sources.DATA_DIRS, "~/inputs")
+    (tmp_path / "inputs").mkdir()
+    assert sources.csv_path("~/inputs/panel.csv", tmp_path / "project") == tmp_path / "inputs" / "panel.csv"

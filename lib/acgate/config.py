@@ -418,7 +418,10 @@ def _merge(base: dict, overlay: dict) -> dict:
 class StrictLoader(yaml.SafeLoader):
     """YAML as a settings file should be read: a key given twice in one mapping (the second would silently replace
     the first: a ``model:`` section written twice) and an alias (``*name``, which can expand a small file into
-    gigabytes) are errors, with the line."""
+    gigabytes) are errors, with the line. Plain values are read by YAML 1.2's rules, as a user writes them, not
+    PyYAML's YAML 1.1: ``1e-3`` and ``1e-06`` are numbers (1.1: strings, refused as "not a number"), only
+    true/false are booleans (1.1: ``features: [NO]`` gave ``[False]``, ``stacked: on`` True), and a whole number
+    written with a leading zero stays as written (1.1: ``domain: 0123`` was the octal 83)."""
 
     def compose_node(self, parent, index):
         if self.check_event(yaml.AliasEvent):
@@ -437,6 +440,30 @@ class StrictLoader(yaml.SafeLoader):
                     "replace the first: merge them into one", key_node.start_mark)
             seen[key] = key_node.start_mark.line
         return super().construct_mapping(node, deep=deep)
+
+
+# YAML 1.2's core schema for plain scalars, in place of PyYAML's YAML 1.1 resolvers for booleans, numbers and nulls
+StrictLoader.yaml_implicit_resolvers = {
+    first: [(tag, pattern) for tag, pattern in resolvers if tag not in (
+        "tag:yaml.org,2002:bool", "tag:yaml.org,2002:int", "tag:yaml.org,2002:float")]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+for _tag, _pattern, _first in (
+        ("tag:yaml.org,2002:bool", r"^(?:true|True|TRUE|false|False|FALSE)$", "tTfF"),
+        ("tag:yaml.org,2002:int", r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$", "-+0123456789"),
+        ("tag:yaml.org,2002:float", r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+                                    r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$", "-+0123456789.")):
+    StrictLoader.add_implicit_resolver(_tag, re.compile(_pattern), list(_first))
+
+
+def _yaml_12_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int | str:
+    """A YAML 1.2 integer; one written with a leading zero ("0123", a name or code) stays the text it is."""
+    text = loader.construct_scalar(node)
+    if re.fullmatch(r"[-+]?0[0-9]+", text):
+        return text
+    return int(text, 8) if text.startswith("0o") else int(text, 0)
+
+
+StrictLoader.add_constructor("tag:yaml.org,2002:int", _yaml_12_int)
 
 
 def read_settings(text: str):

@@ -66,11 +66,13 @@ def grid_folders(profiles: list[str], runs_dir: str = "", data_dir: str = "", ta
     paper's grid (no profile) uses runs/, data/, tables/ and figures/. With profiles (overlay files, e.g.
     params/smoke.yaml) the runs go to runs/<their names joined by +>/, and any runs folder other than runs/ keeps the
     panels, tables and figures inside it (<runs>/data, ...), so that a grid or notebook with a profile never redraws
-    the paper's panels or retrains its runs. A folder given (non-empty) is kept as given."""
+    the paper's panels or retrains its runs. A folder given (non-empty) is kept as given, ``~`` expanded to the home
+    folder."""
     names = [Path(profile).stem for profile in profiles if profile]
-    runs = runs_dir or (f"runs/{'+'.join(names)}" if names else "runs")
+    runs = os.path.expanduser(runs_dir) or (f"runs/{'+'.join(names)}" if names else "runs")
     own = Path(runs) != Path("runs")
-    given = {"data_dir": data_dir, "tables_dir": tables_dir, "figures_dir": figures_dir}
+    given = {"data_dir": os.path.expanduser(data_dir), "tables_dir": os.path.expanduser(tables_dir),
+             "figures_dir": os.path.expanduser(figures_dir)}
     return {"runs_dir": runs} | {key: value or (f"{runs}/{key[:-4]}" if own else key[:-4]) for key, value in
                                  given.items()}
 

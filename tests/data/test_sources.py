@@ -191,13 +191,18 @@ def test_ids_that_differ_only_by_spaces_around_them_are_refused_naming_both(tmp_
     csv = tmp_path / "mine.csv"
     csv.write_text("region,year,v\nUSA,2000,1\nFRA,2000,1\nFRA ,2001,1\n\tUSA,2001,2\nUSA,2002,1\n")
     with pytest.raises(sources.SourceError, match=r"mine.csv: column 'region' writes the entity 'USA' in 2 ways that "
-                                                  r"differ only by spaces around it or by Unicode normalisation.*: "
+                                                  r"differ only by spaces around it, by Unicode normalisation.*: "
                                                   r"'USA' \(line 2\) and '\\tUSA' \(line 5\) \(also: 'FRA'\); "
                                                   r".*remove the spaces"):
         sources.load_csv(csv, "region", "year")
     nfd, nfc = unicodedata.normalize("NFD", "Curaçao"), unicodedata.normalize("NFC", "Curaçao")  # one id, two ways
     csv.write_text(f"region,year,v\n{nfc},2000,1\n{nfd},2001,1\n", encoding="utf-8")
     with pytest.raises(sources.SourceError, match=r"writes the entity 'Curaçao' in 2 ways .* normalised to NFC"):
+        sources.load_csv(csv, "region", "year")
+    # a zero-width space copied in with the 2012 rows: two entities, one of them then dropped without a word
+    csv.write_text("region,year,v\nregion_00,2011,1\nregion_00\u200b,2012,1\n", encoding="utf-8")
+    with pytest.raises(sources.SourceError, match=r"writes the entity 'region_00' in 2 ways .*invisible characters .*"
+                                                  r"'region_00\\u200b' \(line 3\)"):
         sources.load_csv(csv, "region", "year")
     csv.write_text("region,year,v\nNew York ,2000,1\nNew York ,2001,2\n")  # written one way: one entity, as written
     assert list(sources.load_csv(csv, "region", "year").entity) == ["New York "] * 2

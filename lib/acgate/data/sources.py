@@ -58,14 +58,15 @@ DATA_DIRS = "ACGATE_DATA_DIRS"  # more folders a panel CSV may be read from, sep
 def data_folders(root: Path) -> list[Path]:
     """The folders a panel CSV may be read from: the project's ``data/raw``, the raw-data directory
     (:func:`raw_dir`) and every folder named in ``$ACGATE_DATA_DIRS``."""
-    named = [Path(p) for p in os.environ.get(DATA_DIRS, "").split(os.pathsep) if p.strip()]
+    named = [Path(p).expanduser() for p in os.environ.get(DATA_DIRS, "").split(os.pathsep) if p.strip()]
     return list(dict.fromkeys([Path(root) / "data" / "raw", raw_dir(root), *named]))
 
 
 def csv_path(csv_file: str, root: Path) -> Path:
-    """The path of ``data.csv_file`` (relative to the project root, or absolute) when it lies, links resolved, inside
-    one of :func:`data_folders`; else :class:`SourceError` saying where to put it (nothing of the file is read)."""
-    path = Path(root) / csv_file
+    """The path of ``data.csv_file`` (relative to the project root, or absolute; ``~`` is the home folder) when it
+    lies, links resolved, inside one of :func:`data_folders`; else :class:`SourceError` saying where to put it
+    (nothing of the file is read)."""
+    path = Path(root) / Path(csv_file).expanduser()
     real = path.resolve()
     folders = data_folders(root)
     if not any(real.is_relative_to(folder.resolve()) for folder in folders):
@@ -312,12 +313,15 @@ def _check_last_line(path: Path, line: int | None) -> None:
 
 
 def _check_ids(ids: pd.Series, lines: np.ndarray, path: Path, column: str) -> None:
-    """Ids are kept exactly as written, so two that differ only by the spaces around them, or by how Unicode writes
+    """Ids are kept exactly as written, so two that differ only by the spaces around them, by how Unicode writes
     the same letters (NFC 'é' as one character, NFD as 'e' and an accent: what macOS and Windows tools may each
-    produce), would split one entity in two, each with part of its years (and both then dropped): refused, naming the
-    ways it is written and their lines."""
+    produce), or by invisible format characters (a zero-width space U+200B or joiner, a byte-order mark, a direction
+    mark: Unicode's category Cf, which copying from web pages and spreadsheets brings along) would split one entity in
+    two, each with part of its years (and both then dropped): refused, naming the ways it is written and their
+    lines."""
     first = pd.DataFrame({"id": ids.to_numpy(), "line": lines}).drop_duplicates("id")
-    first["key"] = [unicodedata.normalize("NFC", i.strip()) for i in first.id]
+    first["key"] = ["".join(c for c in unicodedata.normalize("NFC", i.strip()) if unicodedata.category(c) != "Cf")
+                    for i in first.id]
     clashing = first[first.key.duplicated(keep=False)]
     if clashing.empty:
         return
@@ -326,11 +330,12 @@ def _check_ids(ids: pd.Series, lines: np.ndarray, path: Path, column: str) -> No
             .itertuples(index=False)]
     others = f" (also: {', '.join(map(repr, keys[1:4]))}{', ...' if len(keys) > 4 else ''})" if len(keys) > 1 else ""
     raise SourceError(f"{path}: column '{column}' writes the entity {keys[0]!r} in {len(ways)} ways that differ only "
-                      f"by spaces around it or by Unicode normalisation (an accented letter as one character or as "
-                      f"a letter and an accent): {', '.join(ways[:-1])} and {ways[-1]}{others}; ids are read exactly "
-                      f"as written ('NA' and '001' are ids), so these would be {len(ways)} entities, each with part of "
-                      "the years. Write each entity one way: remove the spaces around the ids, and save the file with "
-                      "its text normalised to NFC (python: unicodedata.normalize('NFC', text))")
+                      f"by spaces around it, by Unicode normalisation (an accented letter as one character or as "
+                      f"a letter and an accent) or by invisible characters (zero-width spaces, byte-order or direction "
+                      f"marks): {', '.join(ways[:-1])} and {ways[-1]}{others}; ids are read exactly as written ('NA' "
+                      f"and '001' are ids), so these would be {len(ways)} entities, each with part of the years. Write "
+                      "each entity one way: remove the spaces around the ids and any invisible character in them, and "
+                      "save the file with its text normalised to NFC (python: unicodedata.normalize('NFC', text))")
 
 
 TIME_LIMIT = 10**9  # no year or step is this large; a value past it is a typo (and past 9.2e18 int64 wraps it round)

@@ -11,10 +11,11 @@ from acgate.layout import project_root
 
 
 def resolve(domain: str, params_file: str = "", profile_file: str = "") -> tuple[Params, Path]:
-    """Load ``params/<domain>.yaml`` (or ``params_file``) with an optional overlay; paths relative to the root."""
+    """Load ``params/<domain>.yaml`` (or ``params_file``) with an optional overlay; paths relative to the root
+    (``~`` is the home folder)."""
     root = project_root()
-    path = root / (params_file or f"params/{domain}.yaml")
-    params = load_params(path, root / profile_file if profile_file else None)
+    path = root / Path(params_file or f"params/{domain}.yaml").expanduser()
+    params = load_params(path, root / Path(profile_file).expanduser() if profile_file else None)
     if params.domain != domain:
         raise ValueError(f"{path} is for domain '{params.domain}', but the notebook was asked for '{domain}'")
     return params, root
