@@ -4,6 +4,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -158,3 +159,38 @@ def test_entities_left_out_by_preparation_are_named_at_the_call(tmp_path):
                        seeds=1, study_replicates=0, **{**CALL, "log": lines.append})
     left_out = next(line for line in lines if "left out" in line)
     assert left_out.startswith("my_panel: 1 of 41 entities left out: region_short (") and "entities.csv" in left_out
+
+
+@pytest.mark.parametrize(("change", "error", "message"), [
+    (lambda f: f.assign(outcome=1.0), "PrepError", r"target 'outcome' is 1 in every observed row of the training "
+                                                   r"window \(before 2017\): there is nothing to forecast"),
+    (lambda f: f.iloc[:0], "ValueError", "the frame has no rows"),
+])
+def test_a_frame_with_nothing_to_forecast_stops_at_the_call(tmp_path, change, error, message):
+    """A constant target trained every run and then stopped in the report's figures (ZeroDivisionError); an empty
+    frame was "column 'year' holds no number"."""
+    with pytest.raises(Exception, match=message) as raised:
+        acgate.audit_panel(change(example_frame()), features=["driver"], workdir=tmp_path, methods=["moderated_dl"],
+                           seeds=1, study_replicates=0, **CALL)
+    assert type(raised.value).__name__ == error
+
+
+def test_a_domain_name_too_long_for_a_file_name_is_refused_by_the_params_check(tmp_path):
+    with pytest.raises(Exception, match=r"domain = 'd{250}' is not allowed: must be a plain name of letters, digits "
+                                        r"and _, at most 100 of them"):
+        acgate.audit_panel(example_frame(), features=["driver"], workdir=tmp_path, domain="d" * 250, **CALL)
+
+
+def test_stray_and_placeholder_rows_do_not_stretch_the_window(tmp_path):
+    """One 1950 row among 2000-2024 stretched the inferred window and split until every entity was dropped as
+    mostly missing; rows for future years without a target put the test window where no target is. Both are left
+    outside the window, and said."""
+    frame = example_frame()
+    future = frame[frame.year == 2024].assign(year=2025, outcome=np.nan)
+    lines = []
+    acgate.audit_panel(pd.concat([frame.iloc[:1].assign(year=1950), frame, future]), features=["driver"],
+                       workdir=tmp_path, methods=["moderated_dl"], seeds=1, study_replicates=0,
+                       **{**CALL, "log": lines.append})
+    assert any(line.startswith("41 row(s) outside the window 2000..2024 left out") and "1950" in line
+               for line in lines), lines
+    assert any("times 2000..2024 (validation from 2017, test from 2021)" in line for line in lines)

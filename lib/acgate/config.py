@@ -43,9 +43,9 @@ FEATURE_EDGES = ("leave_out_targets", "drop_entity")  # data.feature_edges
 # wildcard (workflow/Snakefile constrains the wildcard with this pattern, so that a name the params check lets through
 # is one the workflow matches) and part of its rule names (train_<domain>_seeds...). No '-': Snakemake would take one,
 # but a rule name is then no identifier (rules.<name>), and '_' does the same job.
-NAME_PATTERN = r"[A-Za-z0-9_]+"
-NAME_RULE = ("a plain name of letters, digits and _ (it names folders under data/ and runs/ and the workflow's jobs; "
-             "no -: write my_panel, not my-panel)")
+NAME_PATTERN = r"[A-Za-z0-9_]{1,100}"
+NAME_RULE = ("a plain name of letters, digits and _, at most 100 of them (it names folders and files under data/ and "
+             "runs/ and the workflow's jobs; no -: write my_panel, not my-panel)")
 
 
 class ParamsError(ValueError):

@@ -168,8 +168,9 @@ def audit_panel(frame: pd.DataFrame, *, entity: str, time: str, target: str, fea
     methods : sequence of str
         The methods trained (default: AC-GATE with its twins and ablations, and the classical yardstick with its).
     split : (int, int) or None
-        The first validation and the first test time; None holds out the last 32 % of the time span, half of it for
-        the test.
+        The first validation and the first test time; None holds out the last 32 % of the time window, half of it for
+        the test. The window runs from the first time at which half of the entities have a row to the last at which
+        half have the target; rows outside it are named and left out.
     max_lag : int, default 6
         K, the longest lag.
     domain : str, default "my_panel"
@@ -216,10 +217,7 @@ def audit_panel(frame: pd.DataFrame, *, entity: str, time: str, target: str, fea
         raise KeyError(f"the frame has no column(s) {', '.join(map(repr, missing))} (it has "
                        f"{', '.join(map(str, frame.columns[:12]))}{', ...' if len(frame.columns) > 12 else ''}); "
                        "name the frame's own columns in entity, time, target, features, proxies, stratifiers, static")
-    times = pd.to_numeric(frame[time], errors="coerce").dropna()
-    if times.empty:
-        raise ValueError(f"column {time!r} holds no number: times are whole numbers (years, or steps 0, 1, 2, ...)")
-    first, last = int(times.min()), int(times.max())  # a cell that is no whole number stops in the CSV loader
+    first, last = _window(frame, entity, time, target, log)
     val_start, test_start = split or (first + round(HELD_OUT[0] * (last - first + 1)),
                                       first + round(HELD_OUT[1] * (last - first + 1)))
     csv = workdir / "data" / "raw" / f"{domain}.csv"
@@ -285,6 +283,34 @@ def _study(panel: Panel, params: Params, out: Path, wanted: dict, jobs: int, log
     else:
         log(f"{params.domain}: the panel-matched study in {shown(out)} is current for this panel and size: kept")
     return found
+
+
+def _window(frame: pd.DataFrame, entity: str, time: str, target: str, log: Callable[[str], None]) -> tuple[int, int]:
+    """The panel's time window: from the first time at which at least half of the entities have a row to the last
+    at which at least half have the target. A stray early row (one entity's 1950 among 2000-2024) stretched the
+    window and the split inferred from it until every entity was dropped as mostly missing; placeholder rows of
+    future years (no target) put the test window where no target is. The rows left outside are named."""
+    if frame.empty:
+        raise ValueError("the frame has no rows: audit_panel takes one row per entity and time")
+    times = pd.to_numeric(frame[time], errors="coerce")  # a cell that is no whole number stops in the CSV loader
+    if times.isna().all():
+        raise ValueError(f"column {time!r} holds no number: times are whole numbers (years, or steps 0, 1, 2, ...)")
+    half = frame[entity].nunique() / 2
+    rows = frame.assign(**{time: times})
+    present = rows.groupby(time)[entity].nunique()
+    observed = rows[pd.to_numeric(rows[target], errors="coerce").notna()].groupby(time)[entity].nunique()
+    starts, ends = present[present >= half].index, observed[observed >= half].index
+    if starts.empty or ends.empty or starts.min() > ends.max():
+        raise ValueError(f"no time at which half of the {frame[entity].nunique()} entities have a row and the target "
+                         f"{target!r}: check the columns entity={entity!r}, time={time!r} and target={target!r}")
+    first, last = int(starts.min()), int(ends.max())
+    outside = rows[(rows[time] < first) | (rows[time] > last)]
+    if len(outside):
+        example = outside.iloc[0]
+        log(f"{len(outside)} row(s) outside the window {first}..{last} left out (the window runs from the first "
+            "time at which half of the entities have a row to the last at which half have the target), e.g. "
+            f"{entity} {example[entity]!r} at {time} {example[time]:g}; trim the frame to choose another window")
+    return first, last
 
 
 def _long_frame(frame: pd.DataFrame, entity: str, time: str) -> pd.DataFrame:

@@ -181,6 +181,11 @@ def prepare(frame: pd.DataFrame, params: Params, source: str) -> Prepared:
         panel = _build_panel(kept, summaries, times, params)
     except PanelError as err:  # a contract of the panel as a whole, e.g. a stratifier without spread
         raise PrepError(f"{source}: {err}") from None
+    trained = panel.Y[:, panel.train_time_mask()]
+    if np.isfinite(trained).any() and np.nanstd(trained) == 0:  # nothing to forecast; the report's figures divided by 0
+        raise PrepError(f"{source}: target '{data.target}' is {float(np.nanmax(trained)):g} in every observed row of "
+                        f"the training window (before {params.split.val_start}): there is nothing to forecast; check "
+                        "that data.target names the column to forecast")
     panel.meta["prep"] = {"entities_seen": len(report), "entities_kept": len(kept),
                           "targets_left_out": int(sum(r["targets_left_out"] for r in report)), "warning": warning}
     return Prepared(panel=panel, report=pd.DataFrame(report), coverage=coverage, warning=warning)
