@@ -181,6 +181,7 @@ def prepare(frame: pd.DataFrame, params: Params, source: str) -> Prepared:
         panel = _build_panel(kept, summaries, times, params)
     except PanelError as err:  # a contract of the panel as a whole, e.g. a stratifier without spread
         raise PrepError(f"{source}: {err}") from None
+    check_summary_leaks(panel, params, source)
     trained = panel.Y[:, panel.train_time_mask()]
     if np.isfinite(trained).any() and np.nanstd(trained) == 0:  # nothing to forecast; the report's figures divided by 0
         raise PrepError(f"{source}: target '{data.target}' is {float(np.nanmax(trained)):g} in every observed row of "
@@ -297,6 +298,42 @@ def _within_correlation(a: np.ndarray, b: np.ndarray) -> tuple[float, int]:
     za = (a - np.nanmean(a, axis=1, keepdims=True)) / np.nanstd(a, axis=1, keepdims=True)
     zb = (b - np.nanmean(b, axis=1, keepdims=True)) / np.nanstd(b, axis=1, keepdims=True)
     return float(np.corrcoef(za[both], zb[both])[0, 1]), int(spread.sum())
+
+
+def check_summary_leaks(panel: Panel, params: Params, source: str) -> None:
+    """Stop when a proxy, static feature or stratifier (one value per entity) is the entities' mean target over the
+    validation or the test window: a column built from held-out targets (a target encoding) lets every model see
+    what it is scored on (it halved AC-GATE's test MSE without a word). Such a column matches the held-out means to
+    :data:`LEAK_CORRELATION` or better across the entities, and matches them more closely than the training
+    window's means (an entity's level that persists, as a country's income does, matches both alike)."""
+    if panel.n_entities < 5:
+        return
+    splits = panel.target_split(0)
+    means = {}
+    for split in ("train", "val", "test"):
+        seen = np.isfinite(panel.Y) & (splits == split)[None, :]
+        count = seen.sum(axis=1)
+        means[split] = np.where(count > 0, np.where(seen, panel.Y, 0.0).sum(axis=1) / np.maximum(count, 1), np.nan)
+    columns = [("proxy", n, panel.P[:, i]) for i, n in enumerate(panel.proxy_names)]
+    columns += [("static feature", n, panel.S[:, i]) for i, n in enumerate(panel.static_names)]
+    columns += [("stratifier", n, panel.stratifiers[n].to_numpy(dtype=float)) for n in panel.stratifiers.columns]
+    for kind, name, values in columns:
+        fit = {split: _entity_correlation(values, mean) for split, mean in means.items()}
+        for split, window in (("val", "validation"), ("test", "test")):
+            if abs(fit[split]) >= LEAK_CORRELATION and abs(fit[split]) > abs(fit["train"]):
+                raise PrepError(f"{source}: {kind} '{name}' is the entities' mean target over the {window} window "
+                                f"(correlation {fit[split]:.4f} across entities; with the training window's means "
+                                f"{fit['train']:.4f}): a column made from held-out targets lets the models see what "
+                                f"they are scored on. Drop it, or compute it from the training window only (before "
+                                f"{params.split.val_start})")
+
+
+def _entity_correlation(a: np.ndarray, b: np.ndarray) -> float:
+    """Pearson's correlation of two per-entity vectors over the entities where both are finite (0 where undefined)."""
+    both = np.isfinite(a) & np.isfinite(b)
+    if both.sum() < 3 or np.std(a[both]) == 0 or np.std(b[both]) == 0:
+        return 0.0
+    return float(np.corrcoef(a[both], b[both])[0, 1])
 
 
 def check_target_copies(wide: pd.DataFrame, params: Params, source: str) -> None:
