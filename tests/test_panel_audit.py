@@ -194,3 +194,10 @@ def test_stray_and_placeholder_rows_do_not_stretch_the_window(tmp_path):
     assert any(line.startswith("41 row(s) outside the window 2000..2024 left out") and "1950" in line
                for line in lines), lines
     assert any("times 2000..2024 (validation from 2017, test from 2021)" in line for line in lines)
+
+
+def test_a_setting_given_as_a_plain_keyword_is_named_with_its_section(tmp_path):
+    """`n_seeds=3` ended in "'int' object is not a mapping"."""
+    with pytest.raises(TypeError, match=r"n_seeds=3 is no params section: .*seeds=.*train=\{'max_epochs': 100\}"):
+        acgate.audit_panel(example_frame(), features=["driver"], workdir=tmp_path, n_seeds=3, **CALL)
+    assert not any(tmp_path.iterdir())

@@ -207,6 +207,11 @@ def audit_panel(frame: pd.DataFrame, *, entity: str, time: str, target: str, fea
         if isinstance(value, str):
             raise TypeError(f"{name}={value!r} is one string, which would be read letter by letter: pass a list, "
                             f"{name}=[{value!r}]")
+    for section, values in settings.items():
+        if not isinstance(values, dict):
+            raise TypeError(f"{section}={values!r} is no params section: audit_panel's own settings are its "
+                            "arguments (seeds=, max_lag=, split=, ...); any other setting goes in as a section, e.g. "
+                            "train={'max_epochs': 100} (docs/parameters.md lists the sections)")
     frame = _long_frame(frame, entity, time)
     columns = [entity, time, target, *features, *(prep.parse_summary(spec)[1] for spec in
                                                  (*proxies, *stratifiers, *static))]

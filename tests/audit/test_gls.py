@@ -46,55 +46,61 @@ def f_test(restricted, full, df: int, rank: int) -> float:
     return (restricted.ssr - full.ssr) / df / (full.ssr / (full.nobs - rank))
 
 
-def scaled_shape_by_hand(y, X, dummies, weights, entity, start):
-    """The shapes (F, J) of theta_if = s_if b_f, s_if >= 0, fitted with the entity intercepts by scipy's bounded
-    nonlinear least squares on the weighted rows (X: rows, F, J), from the pooled curve ``start``; each of norm 1."""
-    n, (n_feat, size) = dummies.shape[1], start.shape
+def scaled_shape_by_hand(y, X, fixed, weights, entity, start):
+    """The shapes (F, J) of theta_if = s_if b_f, s_if >= 0, fitted with the columns every model has (``fixed``: the
+    entity intercepts, and loadings) by scipy's bounded nonlinear least squares on the weighted rows (X: rows, F, J),
+    from the pooled curve ``start``; each of norm 1."""
+    n, k, (n_feat, size) = entity.max() + 1, fixed.shape[1], start.shape
     root = np.sqrt(weights)
 
     def residual(v):
-        level, scale, shape = v[:n], v[n:n + n * n_feat].reshape(n, n_feat), v[n + n * n_feat:].reshape(n_feat, size)
-        return root * (y - dummies @ level - np.einsum("rf,rfj,fj->r", scale[entity], X, shape))
+        level, scale, shape = v[:k], v[k:k + n * n_feat].reshape(n, n_feat), v[k + n * n_feat:].reshape(n_feat, size)
+        return root * (y - fixed @ level - np.einsum("rf,rfj,fj->r", scale[entity], X, shape))
 
     start = start / np.linalg.norm(start, axis=1, keepdims=True)
-    v0 = np.concatenate([np.zeros(n), np.ones(n * n_feat), start.reshape(-1)])
-    low = np.concatenate([np.full(n, -np.inf), np.zeros(n * n_feat), np.full(n_feat * size, -np.inf)])
+    v0 = np.concatenate([np.zeros(k), np.ones(n * n_feat), start.reshape(-1)])
+    low = np.concatenate([np.full(k, -np.inf), np.zeros(n * n_feat), np.full(n_feat * size, -np.inf)])
     found = optimize.least_squares(residual, v0, bounds=(low, np.inf), xtol=1e-15, ftol=1e-15, gtol=1e-15,
                                    max_nfev=20_000)
-    shape = found.x[n + n * n_feat:].reshape(n_feat, size)
+    shape = found.x[k + n * n_feat:].reshape(n_feat, size)
     return shape / np.linalg.norm(shape, axis=1, keepdims=True)
 
 
 def by_hand(design, q, errors, shape=None):
     """The two F tests of gls.interaction_test, written out: Cochrane-Orcutt quasi-differences on consecutive observed
     steps, entity dummies (1 - rho), weights 1 / sigma_i^2, statsmodels WLS and the F statistic of its residual sums
-    of squares. Returns (F, df) against the entity-scaled shape, (F, df) against the shared curve, and the moderated
+    of squares; with ``design.common``, each entity's own loading on the quasi-differenced common shock in every
+    model. Returns (F, df) against the entity-scaled shape, (F, df) against the shared curve, and the moderated
     model's k* (N,), and the shapes of the entity-scaled curves (``shape``: given, as they do not depend on q)."""
     n, s_len, n_feat, size = design.U.shape
-    y, X, dummies, entity = [], [], [], []
+    y, X, dummies, loadings, entity = [], [], [], [], []
+    common = np.zeros(s_len) if design.common is None else design.common
     for i in range(n):
         for s in range(1, s_len):
             if design.rows[i, s] and design.rows[i, s - 1]:
                 y.append(design.y[i, s] - RHO * design.y[i, s - 1])
                 X.append((design.U[i, s] - RHO * design.U[i, s - 1]).reshape(-1))
                 dummies.append(np.eye(n)[i] * (1 - RHO))
+                loadings.append(np.eye(n)[i] * (common[s] - RHO * common[s - 1]))
                 entity.append(i)
     y, X, dummies, entity = np.array(y), np.array(X), np.array(dummies), np.array(entity)
+    fixed = [dummies] + ([np.array(loadings)] if design.common is not None else [])  # in every model
+    k = n * len(fixed)
     weights = 1 / errors.sigma[entity] ** 2
     moderated = np.einsum("rp,rm->rpm", X, q[entity]).reshape(len(y), -1)
-    fit = lambda columns: sm.WLS(y, np.hstack(columns), weights=weights).fit()  # noqa: E731
-    shared, full = fit([dummies, X]), fit([dummies, moderated])
+    fit = lambda columns: sm.WLS(y, np.hstack(fixed + columns), weights=weights).fit()  # noqa: E731
+    shared, full = fit([X]), fit([moderated])
     if shape is None:
-        shape = scaled_shape_by_hand(y, X.reshape(-1, n_feat, size), dummies, weights, entity,
-                                     shared.params[n:].reshape(n_feat, size))
+        shape = scaled_shape_by_hand(y, X.reshape(-1, n_feat, size), np.hstack(fixed), weights, entity,
+                                     shared.params[k:].reshape(n_feat, size))
     driven = np.einsum("rfj,fj->rf", X.reshape(-1, n_feat, size), shape)  # each feature's shape, per row
     own_scales = np.einsum("rf,rn->rnf", driven, dummies / (1 - RHO)).reshape(len(y), -1)  # an entity's own columns
-    scaled, both = fit([dummies, own_scales]), fit([dummies, own_scales, moderated])
+    scaled, both = fit([own_scales]), fit([own_scales, moderated])
     width = q.shape[1]
     df_scaled, df_shared = n_feat * (size - 1) * width, n_feat * size * (width - 1)
-    f_scaled = f_test(scaled, both, df_scaled, n + n * n_feat + df_scaled)
-    f_shared = f_test(shared, full, df_shared, n + n_feat * size * width)
-    theta = np.einsum("fjm,nm->nfj", full.params[n:].reshape(n_feat, size, -1), q)
+    f_scaled = f_test(scaled, both, df_scaled, k + n * n_feat + df_scaled)
+    f_shared = f_test(shared, full, df_shared, k + n_feat * size * width)
+    theta = np.einsum("fjm,nm->nfj", full.params[k:].reshape(n_feat, size, -1), q)
     kstar = effective_lag(lag_profile(np.einsum("nfj,kj->nfk", theta, design.basis)))
     return (f_scaled, df_scaled), (f_shared, df_shared), kstar, shape
 
@@ -106,6 +112,20 @@ def test_the_f_statistics_are_statsmodels_wls_on_the_quasi_differenced_panel(sma
     assert row["df_vs_entity_scaled"] == df_scaled and row["df_vs_shared"] == df_shared
     assert row["f_vs_entity_scaled"] == pytest.approx(f_scaled, rel=1e-6)  # scipy's optimiser's precision
     assert row["f_vs_shared"] == pytest.approx(f_shared, rel=1e-8)
+    np.testing.assert_allclose(effective_lag(profile), kstar_by_hand, rtol=1e-8)
+
+
+def test_the_common_shock_fits_are_statsmodels_wls_with_each_entitys_loading(small):
+    """Where the entities share shocks the GLS tests take out each entity's loading on the cross-sectional mean of the
+    target (with_common_shocks): the same F statistics as statsmodels with one more column per entity in every
+    model, and the entity-scaled shape fitted with them (scipy, from the shared curve)."""
+    design, q, errors = small
+    shocked = gls.with_common_shocks(design)
+    assert shocked.common.shape == (design.y.shape[1],)
+    row, profile = gls.interaction_test(shocked, q, errors, 0, np.random.default_rng(0))
+    (f_scaled, _), (f_shared, _), kstar_by_hand, _ = by_hand(shocked, q, errors)
+    assert row["f_vs_shared"] == pytest.approx(f_shared, rel=1e-8)
+    assert row["f_vs_entity_scaled"] == pytest.approx(f_scaled, rel=1e-5)
     np.testing.assert_allclose(effective_lag(profile), kstar_by_hand, rtol=1e-8)
 
 

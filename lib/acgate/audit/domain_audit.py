@@ -670,10 +670,11 @@ def lag_tests(panels: dict[int, Panel], runs: list[Run], max_lag: int, cfg: Audi
     ``audit.permutations`` proxy permutations), ``kstar_agreement`` (the median Spearman between the k* of the
     panel's moderated_dl runs and the GLS fit's, reported beside L1) and the columns of
     :data:`acgate.audit.gls.SHAPE_COLUMNS` prefixed ``differ_`` (do the lags differ at all: the lags-differ
-    statement), and ``cd``, ``cd_p`` and ``common_share`` (do the entities share shocks that these tests, with entity
-    effects only, leave in their errors: :func:`acgate.audit.noise.common_shocks`). With the table, the GLS fit's k*
-    of every seed's panel as runs of method :data:`acgate.audit.verdicts.GLS_FIT` (no forecasts), which the classical
-    reference's L2 stratifies."""
+    statement), and ``cd``, ``cd_p`` and ``common_share`` (do the entities share shocks:
+    :func:`acgate.audit.noise.common_shocks`; where Pesaran's CD rejects at alpha, the L1 test takes out each entity's
+    loading on the cross-sectional mean of the target, :func:`acgate.audit.gls.with_common_shocks`). With the table,
+    the GLS fit's k* of every seed's panel as runs of method :data:`acgate.audit.verdicts.GLS_FIT` (no forecasts),
+    which the classical reference's L2 stratifies."""
     rows, fitted = [], []
     for seed, panel in (list(panels.items())[:1] if shared else panels.items()):
         design = gls.lag_design(panel, max_lag)
@@ -681,14 +682,18 @@ def lag_tests(panels: dict[int, Panel], runs: list[Run], max_lag: int, cfg: Audi
             rows.append({"seed": seed, "note": "no observed target step with a full lag window"})
             continue
         q = moderators(Normalisers.fit(panel).P.transform(panel.P), shared=False)
+        shocks = noise.common_shocks(design, q)
+        # the entities share shocks: L1's fits take out each entity's loading on them (the lags-differ statement,
+        # whose rules both references share, does not yet)
+        shocked = gls.with_common_shocks(design) if shocks["cd_p"] < cfg.alpha else design
         errors = gls.error_model(design)
         rng = np.random.default_rng([cfg.permutation_seed, 20_000, seed])
-        interaction, profile = gls.interaction_test(design, q, errors, cfg.permutations, rng)
+        interaction, profile = gls.interaction_test(shocked, q, errors, cfg.permutations, rng)
         lags = lag_frame(panel, profile, "GLS fit (in-sample, AR(1) errors)")
         mine = [r for r in runs if r.method == verdicts.CLASSICAL_REFERENCE and (shared or r.seed == seed)]
         differ = gls.shape_test(design, errors, gls.SHAPE_DRAWS, rng)
         rows.append({"seed": seed, **interaction, "kstar_agreement": _agreement(lags, mine),
-                     **{f"differ_{k}": v for k, v in differ.items()}, **noise.common_shocks(design, q)})
+                     **{f"differ_{k}": v for k, v in differ.items()}, **shocks})
         if np.isfinite(lags.kstar).all():
             fitted += [Run(s, verdicts.GLS_FIT, {}, lags, pd.DataFrame()) for s in (panels if shared else [seed])]
     return pd.DataFrame(rows, columns=LAG_TEST_COLUMNS), fitted

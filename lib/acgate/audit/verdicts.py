@@ -60,7 +60,7 @@ from acgate.statistics import (
 # study keeps the rates of a reference whose rules are unchanged. Raise a reference's version with any change to one
 # of its rules or to what they read; raise both with a change to what both read (the lags-differ statement, the GLS
 # design, the circularity guards, L0's comparisons)
-RULES_VERSIONS = {"acgate": 5, "moderated_dl": 6}
+RULES_VERSIONS = {"acgate": 5, "moderated_dl": 7}
 VERDICTS = ("supported", "not certified", "ruled out", "not claimed")
 LAYERS = ("L0", "L1", "L2", "L3")
 
@@ -613,15 +613,17 @@ def _interactions(cfg: AuditConfig, l1: pd.DataFrame, lag_tests: pd.DataFrame) -
 
 def common_shock_warning(alpha: float, tested: pd.DataFrame) -> list[str]:
     """A warning (in a list) when the residuals of the panels' pooled lag fit share shocks (Pesaran's CD below
-    ``alpha`` in any panel): the GLS tests model entity effects and AR(1) errors, not shocks common to the entities,
-    and a shock whose loadings follow the proxies can pass for lags that do."""
+    ``alpha`` in any panel), which L1's GLS tests then took out (each entity's loading on the cross-sectional mean of
+    the target, :func:`acgate.audit.gls.with_common_shocks`): a shock whose loadings follow the proxies could pass
+    for lags that do, and what is left of it the panel-matched study's common_shock null measures."""
     if "cd_p" not in tested or not (tested.cd_p < alpha).any():
         return []
     return [f"the entities share shocks: Pesaran's CD of the pooled lag fit's residuals {tested.cd.median():.1f} "
             f"(p {format_p(float(tested.cd_p.max()))}), a common factor (the cross-sectional mean of each step) "
-            f"holding {tested.common_share.median():.0%} of their variance; the GLS tests have entity effects only, "
-            "so a common shock whose loadings follow the proxies can pass for lags that do (the panel-matched "
-            "study's common_shock null measures how often)"]
+            f"holding {tested.common_share.median():.0%} of their variance; L1's GLS tests took out each entity's own "
+            "loading on it (common correlated effects; the lags-differ statement's test does not yet), as a shock "
+            "that richer entities feel more can pass for lags that follow the proxies (the panel-matched study's "
+            "common_shock null measures how often it still does)"]
 
 
 def lags_differ_verdict(cfg: AuditConfig, lag_tests: pd.DataFrame) -> dict:
