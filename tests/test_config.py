@@ -104,8 +104,8 @@ def test_non_positive_temperature(tmp_path, value):
     ("audit", "alpha", 1.5, r"audit.alpha = 1.5 is not allowed: must be a number in \(0, 1\)"),
     ("audit", "l1_min_share", 0, r"audit.l1_min_share = 0.0 is not allowed: must be a number in \(0, 1\]"),
     ("", "domain", "../../../x", "domain = '../../../x' is not allowed: must be a plain name"),
-    ("", "domain", "my-panel", "domain = 'my-panel' is not allowed: must be a plain name of letters, digits and _ "
-                               r"\(.*no -: write my_panel, not my-panel\)"),
+    ("", "domain", "my-panel", "domain = 'my-panel' is not allowed: must be a plain name of letters, digits and _, "
+                               r"at most 100 of them \(.*no -: write my_panel, not my-panel\)"),
     ("audit", "circular_threshold", 1.5, r"audit.circular_threshold = 1.5 .* must be a number in \(0, 1\]"),
     ("audit", "min_seed_agreement", 2.0, r"audit.min_seed_agreement = 2.0 .* must be a number in \[0, 1\]"),
     ("audit", "l3_min_spearman", -0.1, r"audit.l3_min_spearman = -0.1 .* must be a number in \[0, 1\]"),
