@@ -120,6 +120,7 @@ def test_the_readmes_call_runs_in_a_plain_script_without_a_main_guard(tmp_path):
     script.write_text(SCRIPT)
     done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
+    assert "Fatal Python error" not in done.stderr, done.stderr[-3000:]
     assert "surrogate audits of my_panel" in done.stdout and "AC-GATE audit of my_panel: 2 seeds" in done.stdout
     assert done.stdout.count("my_panel: 40 entities") == 1  # the script ran once, not once more per worker
 

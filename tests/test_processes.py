@@ -48,6 +48,7 @@ def _run(kind: str, folder: Path) -> str:
                "ipython": [str(Path(sys.executable).with_name("ipython")), "--no-banner", str(script)]}[kind]
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
+    assert "Fatal Python error" not in done.stderr, done.stderr[-3000:]  # the host ends cleanly, not in its shutdown
     return done.stdout
 
 

@@ -126,7 +126,7 @@ def _host(channel: int) -> None:
         work, items, jobs, heartbeat = pickle.load(job)
     except Exception as error:  # noqa: BLE001 - anything that stops the job goes back to the caller
         send("failed", error, traceback.format_exc())
-        return
+        os._exit(1)
 
     def watch() -> None:
         while job.read(1):
@@ -153,6 +153,9 @@ def _host(channel: int) -> None:
             if not finished:
                 send("running")
     send("end")
+    # ended here, not by the interpreter's shutdown: the thread that reads standard input holds its lock, and the
+    # shutdown would stop with "could not acquire lock for <stdin>" once the caller closes it
+    os._exit(0)
 
 
 if __name__ == "__main__":

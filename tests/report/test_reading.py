@@ -44,3 +44,11 @@ def test_without_measured_rates_each_verdict_is_read_as_it_is():
     assert reading.lags_differ_reading(agree) == "not shown: this panel's pooled test cannot tell the entities' lags " \
                                                  "apart"
     assert reading.lags_differ_reading(result({"acgate": "supported"}, [], differ="not claimed")) == ""
+
+
+def test_a_reference_that_was_not_run_says_nothing():
+    """An audit of the classical family alone: AC-GATE's cells are "not claimed" (no runs), which is no
+    disagreement ("AC-GATE says not claimed, but its rates ... are not measured" was printed)."""
+    classical = result({"acgate": "not claimed", "moderated_dl": "supported"}, measured=["moderated_dl"])
+    assert reading.lags_differ_reading(classical) == ("the lags differ, and the proxies hold them (L1 supported by "
+                                                      "Moderated DL)")

@@ -46,6 +46,7 @@ def answer(verdicts: dict[str, str], measured: list[str]) -> Answer:
     """One layer's answer from each reference's calibrated verdict (reference -> verdict) and the references whose
     rates are measured: supported where a reference that speaks for the panel (measured, or every reference where
     none is) says so."""
+    verdicts = {r: v for r, v in verdicts.items() if v != "not claimed"}  # a reference with no runs says nothing
     speaking = [r for r in verdicts if r in measured] or list(verdicts)
     supported_by = [r for r in speaking if verdicts[r] == "supported"]
     unmeasured = [r for r in verdicts if r not in speaking]
