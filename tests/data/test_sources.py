@@ -333,3 +333,18 @@ def test_a_download_that_fails_says_what_to_fetch_by_hand_and_where_to_put_it(se
     assert "1 of 1 files could not be downloaded" in message and f"{server}/absent.csv" in message
     assert str(tmp_path / "owid-co2-data.csv") in message and "ACGATE_RAW_DIR" in message
     assert "failed: HTTPError" in capsys.readouterr().out and leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    ("region,year,v\nA,2000,1\n".encode("utf-16"), r"not a CSV but UTF-16 text .*iconv -f utf-16 -t utf-8"),
+    (b"sep=,\nregion,year,v\nA,2000,1\n", r"line 1 is Excel's separator hint 'sep=,', not the header; delete"),
+    (b"# exported 2026\n# by a tool\nregion,year,v\nA,2000,1\n", r"line 1 \('# exported 2026'\) is a comment, not "
+                                                                  r"the header; delete the lines above the header"),
+])
+def test_a_file_whose_first_line_is_no_header_says_what_it_is(tmp_path, content, message):
+    """A UTF-16 file was told to convert from latin-1; Excel's 'sep=,' line and comment lines above the header were
+    taken as the header ("line 2 has 3 fields where the header has 1", about decimal commas)."""
+    csv = tmp_path / "mine.csv"
+    csv.write_bytes(content)
+    with pytest.raises(sources.SourceError, match=message):
+        sources.load_csv(csv, "region", "year")

@@ -18,6 +18,7 @@ import csv
 import hashlib
 import http.client
 import os
+import re
 import unicodedata
 import urllib.request
 import warnings
@@ -382,6 +383,10 @@ NOT_CSV = {  # the first bytes of files that are no text, whatever their name, a
     b"BZh": "a bzip2-compressed file: unpack it first (bunzip2 -k FILE)",
     b"\xfd7zXZ": "an xz-compressed file: unpack it first (unxz -k FILE)",
     b"%PDF": "a PDF document, not a table",
+    b"\xff\xfe": "UTF-16 text (little-endian, as Windows tools and Excel's 'Unicode Text' save it): save it as UTF-8 "
+                 "('CSV UTF-8'), e.g. iconv -f utf-16 -t utf-8 FILE > NEW.csv",
+    b"\xfe\xff": "UTF-16 text (big-endian): save it as UTF-8 ('CSV UTF-8'), e.g. iconv -f utf-16 -t utf-8 FILE > "
+                 "NEW.csv",
 }
 
 
@@ -393,6 +398,14 @@ def _check_text(path: Path) -> None:
     kind = next((what for magic, what in NOT_CSV.items() if head.startswith(magic)), None)
     if kind:
         raise SourceError(f"{path}: not a CSV but {kind}")
+    with open(path, encoding="utf-8", errors="replace") as f:
+        first = f.readline().lstrip("\ufeff").rstrip("\r\n")
+    if re.fullmatch(r"sep=.", first):
+        raise SourceError(f"{path}: line 1 is Excel's separator hint {first!r}, not the header; delete that line (the "
+                          "first line names the columns)")
+    if first.startswith("#"):
+        raise SourceError(f"{path}: line 1 ({first[:60]!r}) is a comment, not the header; delete the lines above the "
+                          "header (the first line names the columns)")
 
 
 def load_csv(path: Path, entity_column: str, time_column: str) -> pd.DataFrame:
