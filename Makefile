@@ -11,6 +11,7 @@
 #                         settings, e.g. CONFIG=panel_matched_replicates=20 for a longer, more precise study
 #   make quick            the same grid with 3 seeds into runs/quick/ (its panels, tables and figures too), keeping the
 #                         repository's calibration of the current rules; 3 seeds cannot make a verdict "supported"
+#                         (about 5 minutes on 2 cores without the real inputs)
 #   make scenarios        the paper grid and the three synthetic scenarios a linear-in-proxies moderated distributed lag
 #                         cannot represent (interaction, non-monotone lags, a threshold driver), 20 seeds each, with the
 #                         tables and figures of all of them (about 8 minutes more than make paper on 2 cores)
