@@ -598,3 +598,21 @@ def test_the_l1_warns_where_the_entities_share_shocks(example, source):
     warning = verdicts.common_shock_warning(0.05, tests)
     assert len(warning) == 1 and "the entities share shocks: Pesaran's CD" in warning[0]
     assert verdicts.common_shock_warning(0.05, tests.iloc[1:]) == []
+
+
+def test_common_shocks_of_a_large_panel_fit_in_memory():
+    """Pesaran's CD compares every pair of entities: on 20,000 (the large example's size) its matrices took
+    gigabytes, in every audit's lag tests. It is taken over a fixed sample of noise.CD_ENTITIES of them."""
+    import tracemalloc
+
+    rng = np.random.default_rng(0)
+    n, steps = 20_000, 12
+    design = gls.LagDesign(rng.normal(size=(n, steps, 1, 2)), rng.normal(size=(n, steps)),
+                           np.ones((n, steps), dtype=bool), np.eye(4)[:, :2])
+    tracemalloc.start()
+    try:
+        found = noise.common_shocks(design, moderators(rng.normal(size=(n, 1)), shared=False))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert np.isfinite(found["cd"]) and peak < 500 * 2**20, peak

@@ -48,6 +48,7 @@ from acgate.models.classical import within
 
 OWN_BASIS = 2  # each entity's own coefficients on the first functions of the lag basis (its curves' level and tilt)
 MAX_RHO = 0.99  # the largest AR(1) coefficient the search gives: the noise stays stationary
+CD_ENTITIES = 1_000  # Pesaran's CD over at most this many entities (a fixed sample): it compares every pair
 CD_ALPHA = 0.05  # a common factor only where Pesaran's CD rejects the residuals' independence at this level
 SIMULATED = 500  # ... of at most this many of the panel's entities (a fixed sample): its statistic is per entity
 DRAWS = 20  # simulated panels per evaluation of the indirect-inference statistic (the same shocks for every rho)
@@ -89,7 +90,8 @@ def estimate(design: LagDesign, q: np.ndarray) -> Noise:
     rows = design.rows
     pooled = _LagFit(design, q, own=0)
     residual = pooled.residual(design.y[None])[0]
-    factors, loadings, share = _factors(residual, rows)
+    cd = _cd(residual, rows)
+    factors, loadings, share = _factors(residual, rows, cd)
     through = _Idiosyncratic(pooled, _LagFit(design, q, own=OWN_BASIS), factors, rows)
     idiosyncratic = through(design.y[None])[0]
     raw = _statistic(idiosyncratic[None], rows)[0]
@@ -104,8 +106,7 @@ def estimate(design: LagDesign, q: np.ndarray) -> Noise:
     for _ in range(2):  # rho at unit scales, sigma at that rho, rho at those scales, sigma at that rho
         rho = _indirect_rho(raw, sigma[chosen], shocks, through, rows[chosen])
         sigma = _innovation_scales(idiosyncratic, rows, rho)
-    return Noise(rho, sigma, factors, loadings, float(raw), share, statistics.pesaran_cd(residual, rows),
-                 statistics.pesaran_cd(idiosyncratic, rows))
+    return Noise(rho, sigma, factors, loadings, float(raw), share, cd, _cd(idiosyncratic, rows))
 
 
 def common_shocks(design: LagDesign, q: np.ndarray) -> dict:
@@ -113,8 +114,17 @@ def common_shocks(design: LagDesign, q: np.ndarray) -> dict:
     of their variance the common factor holds (``common_share``; 0 where CD does not reject), as the audit reports
     them beside the classical L1, whose fit has entity effects only."""
     residual = _LagFit(design, q, own=0).residual(design.y[None])[0]
-    found = statistics.pesaran_cd(residual, design.rows)
-    return {"cd": found["cd"], "cd_p": found["p"], "common_share": _factors(residual, design.rows)[2]}
+    found = _cd(residual, design.rows)
+    return {"cd": found["cd"], "cd_p": found["p"], "common_share": _factors(residual, design.rows, found)[2]}
+
+
+def _cd(residual: np.ndarray, rows: np.ndarray) -> dict:
+    """Pesaran's CD of the residuals (:func:`acgate.statistics.pesaran_cd`) over at most :data:`CD_ENTITIES` of the
+    entities, a fixed sample: it compares every pair, so on 20,000 entities it would need gigabytes."""
+    if len(rows) > CD_ENTITIES:
+        chosen = np.sort(np.random.default_rng([SALT, 6]).choice(len(rows), CD_ENTITIES, replace=False))
+        residual, rows = residual[chosen], rows[chosen]
+    return statistics.pesaran_cd(residual, rows)
 
 
 class _LagFit:
@@ -181,12 +191,13 @@ def _statistic(values: np.ndarray, rows: np.ndarray) -> np.ndarray:
     return np.array([ar1(v, rows) for v in scaled])
 
 
-def _factors(residual: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
-    """The common factor (1, S) of the residuals where Pesaran's CD rejects their independence at :data:`CD_ALPHA`
+def _factors(residual: np.ndarray, rows: np.ndarray, cd: dict) -> tuple[np.ndarray, np.ndarray, float]:
+    """The common factor (1, S) of the residuals where Pesaran's CD (``cd``) rejects their independence at
+    :data:`CD_ALPHA`
     (none, (0, S), otherwise), each entity's loading on it (N, 1 or 0), and the share of the scaled residuals'
     variance it holds (module docstring)."""
     n, s = residual.shape
-    if not statistics.pesaran_cd(residual, rows)["p"] < CD_ALPHA:
+    if not cd["p"] < CD_ALPHA:
         return np.zeros((0, s)), np.zeros((n, 0)), 0.0
     factor = np.where(rows, residual, 0.0).sum(axis=0) / np.maximum(rows.sum(axis=0), 1)
     F = np.where(rows[:, :, None], factor[None, :, None], 0.0)  # (N, S, 1)
