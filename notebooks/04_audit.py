@@ -55,7 +55,7 @@ from acgate.layout import audit_dir, grid_folders, panel_matched_dir, shown
 from acgate.notebook.resolve import resolve
 from acgate.report import audit_figures
 from acgate.report.audit_page import lags_differ_rate, power_warning, rate_warning, write_audit_report
-from acgate.report.reading import lags_differ_reading
+from acgate.report.reading import QUESTIONS, lags_differ_reading, readings
 
 # %% [markdown]
 # ## The audit
@@ -133,6 +133,9 @@ if differ:
         print(f"{'':17s}{differ['unseen']}")
     if warning := rate_warning(differ, result.lags_differ["verdict"], params.audit.alpha):
         print(f"{'':17s}WARNING: {warning}")
+print("\nWhat this panel shows (one answer per question from both references):")
+for question, text in readings(result).items():
+    print(f"- {QUESTIONS[question]} {text}")
 if rates:
     study = result.error_rates["settings"]
     nulls = f", {study['null_replicates']} of each null" if study.get("null_replicates") else ""

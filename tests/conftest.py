@@ -86,10 +86,12 @@ N, K = 60, 10
 
 
 def make_domain(root, domain, seeds, methods, kstar_of, shared_entities=False, noise_proxy=False,
-                error_sd=lambda method: 0.1 if method == "acgate" else 0.2, params_hash=None, target=0.0):
+                error_sd=lambda method: 0.1 if method == "acgate" else 0.2, params_hash=None, target=0.0,
+                proxies_of=None):
     """Write panels and finished runs whose k* per entity is ``kstar_of(method, seed, z, rng)`` and whose test
     predictions miss the target (``target`` after time 0) by N(0, error_sd(method)) draws, recorded as trained
-    under ``params_hash`` (default: the smoke params of ``domain``)."""
+    under ``params_hash`` (default: the smoke params of ``domain``); the two proxies ``proxies_of(z, rng)`` (N, 2)
+    where given."""
     params_hash = params_hash or domain_params(domain).digest()
     for seed in seeds:
         rng = np.random.default_rng(100 + (0 if shared_entities else seed))
@@ -99,7 +101,7 @@ def make_domain(root, domain, seeds, methods, kstar_of, shared_entities=False, n
         y = np.full((N, 12), target, np.float32)
         y[:, 0] = 0 if shared_entities else seed  # a new draw per seed, as a synthetic panel is (time 0 is no target)
         panel = Panel(entities=entities, times=np.arange(12), X=np.zeros((N, 12, 1), np.float32),
-                      Y=y, P=np.stack([proxy, rng.normal(size=N)], 1),
+                      Y=y, P=np.stack([proxy, rng.normal(size=N)], 1) if proxies_of is None else proxies_of(z, rng),
                       S=np.zeros((N, 0)), feature_names=["x"], proxy_names=["z", "other"], static_names=[],
                       val_start=8, test_start=10,
                       stratifiers=pd.DataFrame({"latent_z": z, "noise": rng.normal(size=N)},

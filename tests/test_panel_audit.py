@@ -23,7 +23,7 @@ def test_a_dataframe_is_audited_in_one_call_and_a_second_call_trains_nothing(tmp
                   proxies=["mean:capacity", "mean:openness"], static=["size"],
                   stratifiers=["mean:governance", "mean:survey_noise"], seeds=2, methods=METHODS, workdir=tmp_path,
                   train={"max_epochs": 5}, audit={"permutations": 99, "bootstrap": 99, "true_lag": "true_lag"},
-                  study_replicates=1, study_neural_replicates=0, study_seeds=2, jobs=1)
+                  study_replicates=1, study_neural_replicates=0, study_seeds=2, study_null_replicates=1, jobs=1)
     result = acgate.audit_panel(frame, log=lines.append, **kwargs)
     written = read_audit(result.report.parent)  # what the workflow's audit writes, read back
     assert result.result.verdicts_by_reference == written.verdicts_by_reference
@@ -53,6 +53,9 @@ def test_a_dataframe_is_audited_in_one_call_and_a_second_call_trains_nothing(tmp
     again = acgate.audit_panel(frame, log=lines.append, **kwargs)  # current runs and study are kept: nothing retrained
     assert {p: p.stat().st_mtime_ns for p in (tmp_path / "runs").rglob("metrics.json")} == trained
     assert any("the panel-matched study in" in line and "kept" in line for line in lines)
+    # each method says it kept its runs ("trained for 2 seeds" was logged for every method)
+    assert all(f"my_panel: {method}: kept the 2 finished runs" in "\n".join(lines) for method in METHODS), lines
+    assert not any("trained" in line for line in lines if line.startswith("my_panel: "))
     pd.testing.assert_frame_equal(again.verdicts, table)
 
 
@@ -106,7 +109,7 @@ result = acgate.audit_panel(frame, entity="region", time="year", target="outcome
                             proxies=["mean:capacity", "mean:openness"], static=["size"],
                             stratifiers=["mean:governance"], workdir="my_audit", seeds=2,
                             methods=["moderated_dl", "shared_dl", "shuffled_dl", "proxy_scaled_dl"],
-                            study_replicates=1, study_seeds=2, jobs=2)
+                            study_replicates=1, study_seeds=2, study_null_replicates=1, jobs=2)
 print(result.summary())
 """
 

@@ -93,16 +93,16 @@ class PanelAudit:
         return rates_at_a_glance(self.result, list(self.glance().columns))
 
     def summary(self) -> str:
-        """The glance table as text, the panel-matched error rates, the problems and warnings, and where the report
-        is."""
+        """The glance table as text, one answer per question from both references (``acgate.report.reading``),
+        the panel-matched error rates, the problems and warnings, and where the report is."""
         out = io.StringIO()
         out.write(f"AC-GATE audit of {self.params.domain}: {self.result.l0.seed.nunique()} seeds, "
                   f"{self.result.l0.method.nunique()} methods (persistence included)\n\n")
         out.write(self.glance().to_string() + "\n")
-        from acgate.report.reading import lags_differ_reading  # with the report's modules: matplotlib
+        from acgate.report.reading import QUESTIONS, readings  # with the report's modules: matplotlib
 
-        if reading := lags_differ_reading(self.result):
-            out.write(f"\nlags differ: {reading}\n")
+        out.write("\nWhat this panel shows (one answer per question from both references):\n")
+        out.writelines(f"- {QUESTIONS[question]} {text}\n" for question, text in readings(self.result).items())
         settings = self.result.error_rates.get("settings")
         size = [f"{settings['replicates']} a scenario", f"{settings['neural_replicates']} with AC-GATE",
                 *([f"{settings['null_replicates']} of each null"] if settings.get("null_replicates") else []),
@@ -144,7 +144,8 @@ def audit_panel(frame: pd.DataFrame, *, entity: str, time: str, target: str, fea
                 max_lag: int = 6, domain: str = "my_panel", workdir: str | Path = "acgate_audit",
                 study_replicates: int = panel_matched.STUDY["replicates"],
                 study_neural_replicates: int = panel_matched.STUDY["neural"],
-                study_seeds: int = panel_matched.STUDY["seeds"], jobs: int = 0,
+                study_seeds: int = panel_matched.STUDY["seeds"],
+                study_null_replicates: int = panel_matched.STUDY["null_replicates"], jobs: int = 0,
                 log: Callable[[str], None] = print, **settings: Any) -> PanelAudit:
     """Audit the long panel ``frame`` (one row per entity and time) and write its audit report.
 
@@ -179,11 +180,12 @@ def audit_panel(frame: pd.DataFrame, *, entity: str, time: str, target: str, fea
         Where the CSV, the params file, the panel, the runs, the study and the audit go (``~`` is your home folder);
         runs there that are current are kept. A project's root (a folder with ``pyproject.toml``, such as this
         repository's) is refused, and so is a params file there that ``audit_panel`` did not write.
-    study_replicates, study_neural_replicates, study_seeds : int, default 15, 0, 5
+    study_replicates, study_neural_replicates, study_seeds, study_null_replicates : int, default 15, 0, 5, 36
         The panel-matched study: surrogates of each scenario, how many of them train the AC-GATE family too (7-17
-        times a classical one's cost; about 20 measure AC-GATE's rates, which are "not measured" with 0), and seeds
-        each (the workflow's ``panel_matched_*`` settings). More replicates make its error rates more precise and
-        take longer (about 3 minutes on 2 cores at the defaults for 40 entities x 25 years).
+        times a classical one's cost; about 20 measure AC-GATE's rates, which are "not measured" with 0), seeds
+        each, and surrogates of each null scenario (0: ``study_replicates``; 36 with no false support bound the
+        worst null class's rate below 10 %) (the workflow's ``panel_matched_*`` settings). More replicates make its
+        error rates more precise and take longer.
         ``study_replicates=0`` leaves the study out: no error rates beside the verdicts.
     jobs : int, default 0
         Replicates of the study run at once, one process each; 0: one per CPU core.
@@ -198,9 +200,10 @@ def audit_panel(frame: pd.DataFrame, *, entity: str, time: str, target: str, fea
         The verdicts, warnings and the report's path; ``summary()`` prints them.
     """
     if study_replicates != 0:  # 0 leaves the study out; a bad size stops here, before any training
-        panel_matched.check_size(study_replicates, study_neural_replicates, study_seeds, jobs,
+        panel_matched.check_size(study_replicates, study_neural_replicates, study_seeds, jobs, study_null_replicates,
                                  names={"replicates": "study_replicates", "neural": "study_neural_replicates",
-                                        "seeds": "study_seeds"}, zero={"replicates": "0: no study"})
+                                        "seeds": "study_seeds", "null_replicates": "study_null_replicates"},
+                                 zero={"replicates": "0: no study"})
     workdir = _own_folder(workdir, domain)
     for name, value in (("features", features), ("proxies", proxies), ("stratifiers", stratifiers),
                         ("static", static), ("methods", methods)):
@@ -255,11 +258,17 @@ def audit_panel(frame: pd.DataFrame, *, entity: str, time: str, target: str, fea
     from acgate.models.runner import run_seeds  # torch: imported where runs train
 
     for done, method in enumerate(params.methods, start=1):
-        run_seeds(dict.fromkeys(range(seeds), panel), params, method, runs_root, log=lambda _: None)
-        log(f"{domain}: {method} trained for {seeds} seeds ({done} of {len(params.methods)} methods)")
+        lines: list[str] = []
+        run_seeds(dict.fromkeys(range(seeds), panel), params, method, runs_root, log=lines.append)
+        kept = [line for line in lines if "] kept: " in line]
+        said = (f"kept the {len(kept)} finished runs" if len(kept) == seeds else
+                f"trained {seeds - len(kept)} seed(s)" + (f", kept {len(kept)}" if kept else ""))
+        log(f"{domain}: {method}: {said} ({done} of {len(params.methods)} methods)")
     result = audit_domain(params, runs_root, data_root)
     if study_replicates > 0:
-        wanted = {"replicates": study_replicates, "neural_replicates": study_neural_replicates, "seeds": study_seeds}
+        wanted = {"replicates": study_replicates, "neural_replicates": study_neural_replicates, "seeds": study_seeds,
+                  **({"null_replicates": study_null_replicates}
+                     if study_null_replicates not in (0, study_replicates) else {})}
         result.error_rates = _study(panel, params, panel_matched_dir(runs_root, domain), wanted, jobs, log)
     out = audit_dir(runs_root, domain)
     result.write(out)
@@ -280,7 +289,7 @@ def _study(panel: Panel, params: Params, out: Path, wanted: dict, jobs: int, log
         source = panel_matched.fit_source(panel, params)
         study = panel_matched.run_study(source, params, out, replicates=wanted["replicates"],
                                         neural=wanted["neural_replicates"], seeds=wanted["seeds"], jobs=jobs,
-                                        keep=record, log=log)
+                                        null_replicates=wanted.get("null_replicates", 0), keep=record, log=log)
         record.unlink(missing_ok=True)  # first: a run that stops before the record is written keeps nothing
         write_csv(record.with_suffix(".csv"), study.table, index=False)
         study.write_record(record, params)

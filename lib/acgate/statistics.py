@@ -142,14 +142,19 @@ def permutation_spearman(kstar: np.ndarray, stratifier: np.ndarray, permutations
 
 def lag_free_p(kstar: np.ndarray, stratifier: np.ndarray, proxies: np.ndarray, draws: int,
                rng: np.random.Generator, references: dict | None = None) -> tuple[float, float]:
-    """Alignment of k* with a stratifier against lag-free k*: fixed random functions of the proxies.
+    """Alignment of k* with a stratifier beyond what the proxies give any k*: the learned k* against lag-free k*,
+    random directions of what the proxies measure.
 
-    k* of a proxy-conditioned gate is a function of the proxies by construction, so a stratifier that the proxies
-    predict aligns with almost any such function. The reference distribution is |Spearman| of the stratifier with B
-    random directions in the standardised proxy space (w uniform on the unit sphere, k*_b = P_std w, each proxy
-    centred and divided by its population sd, a constant proxy only centred). The p-value asks whether the learned k*
-    is more aligned than a k* that knows nothing about lags. Both numbers are NaN when ``kstar`` or ``stratifier`` is
-    constant, or every proxy is (there is no lag-free k* then).
+    k* of a proxy-conditioned model is a function of the proxies by construction, so a stratifier that the proxies
+    predict aligns with any k* that moves with them. The question the proxies leave open is which of their directions
+    orders the lags. The reference distribution is |Spearman| of the stratifier with B lag-free k*: random directions
+    of the proxies' whitened scores (k*_b = U w_b, U the N x r left singular vectors of the centred, standardised
+    proxies with singular values above 1e-8 of the largest, w_b uniform on the unit sphere of R^r), so that each
+    independent dimension the proxies measure is equally likely, however many proxies repeat it (a duplicated proxy
+    changes nothing). The p-value asks whether the learned k* follows the stratifier's direction more closely than a
+    random one. With r = 1 (one proxy, or proxies that are one another's multiples) every lag-free k* orders the
+    entities as the proxies do, and p is 1: the stratifier cannot be told from the proxies. Both numbers are NaN when
+    ``kstar`` or ``stratifier`` is constant, or every proxy is (there is no lag-free k* then).
 
     Parameters
     ----------
@@ -162,9 +167,9 @@ def lag_free_p(kstar: np.ndarray, stratifier: np.ndarray, proxies: np.ndarray, d
     draws : int
         B, the number of random directions (``audit.permutations`` in the audit).
     rng : numpy.random.Generator
-        Draws the (M, B) standard normal directions. They are drawn in every call where neither ``kstar`` nor
-        ``stratifier`` is constant and some proxy varies, cached or not, so ``rng`` ends where it would without
-        ``references``.
+        Draws the (M, B) standard normal directions (the first r rows are used). They are drawn in every call where
+        neither ``kstar`` nor ``stratifier`` is constant and some proxy varies, cached or not, so ``rng`` ends where it
+        would without ``references``.
     references : dict or None, default None
         A cache the caller keeps between calls (None: no cache). It holds the centred, normalised ranks of the (N, B)
         projections, keyed by the standardised proxies and the directions drawn: calls that draw the same directions
@@ -193,7 +198,10 @@ def lag_free_p(kstar: np.ndarray, stratifier: np.ndarray, proxies: np.ndarray, d
     key = (standard.shape, standard.tobytes(), directions.tobytes())
     ranks = None if references is None else references.get(key)
     if ranks is None:
-        projections = standard @ (directions / np.linalg.norm(directions, axis=0))  # (N, B)
+        scores, values, _ = np.linalg.svd(standard, full_matrices=False)
+        scores = scores[:, values > 1e-8 * values[0]]  # (N, r): the proxies' independent dimensions, whitened
+        chosen = directions[:scores.shape[1]]
+        projections = scores @ (chosen / np.linalg.norm(chosen, axis=0))  # (N, B)
         ranks = average_ranks(projections, axis=0)
         ranks -= ranks.mean(axis=0)
         ranks /= np.sqrt(np.sum(ranks**2, axis=0))

@@ -117,6 +117,35 @@ def test_calibrated_alignment_needs_a_stratifier_beyond_the_proxies_and_a_reprod
     assert "not reproducible across seeds" in real.verdicts["L2"]["evidence"]
 
 
+def test_l2_asks_for_the_stratifiers_direction_among_the_proxies_not_any_k_that_moves_with_them(tmp_path, params):
+    """The proxies predict the stratifier (latent_z) in part, along their first column. A k* that follows another
+    direction of the proxies (at 60 degrees from the stratifier's) aligns with the stratifier beyond chance (Spearman
+    about 0.4): the entity permutation alone, the L2 test of the rules before, passes it. It is no closer to the
+    stratifier's direction than a random direction of the proxies, so L2 is not supported; a k* along the
+    stratifier's direction is."""
+    def proxies_of(z, _):  # the same draws for every caller
+        rng = np.random.default_rng(7)
+        return np.column_stack([z + rng.normal(0, 0.15, len(z)), rng.uniform(size=len(z))])
+
+    def unaligned(method, seed, z, rng):  # the direction (0.5, 0.87) of the proxies' standardised columns
+        proxies = proxies_of(z, None)
+        standard = (proxies - proxies.mean(axis=0)) / proxies.std(axis=0)
+        return 5 + standard @ np.array([0.5, np.sqrt(0.75)]) + rng.normal(0, 0.05, len(z))
+
+    def aligned(method, seed, z, rng):
+        return 5 + 3 * z + rng.normal(0, 0.05, len(z))
+
+    for name, kstar_of in (("unaligned", unaligned), ("aligned", aligned)):
+        make_domain(tmp_path, name, range(4), ["acgate"], kstar_of, shared_entities=True, proxies_of=proxies_of)
+    rows = {name: domain_audit.audit_domain(params(name), tmp_path / "runs", tmp_path / "data", 4, ["acgate"])
+            .l2_summary.set_index(["method", "stratifier"]).loc[("acgate", "latent_z")]
+            for name in ("unaligned", "aligned")}
+    assert not rows["unaligned"].circular_joint and rows["unaligned"].proxy_r_joint < 0.95
+    assert rows["unaligned"].alignment_rho > 0.3 and rows["unaligned"].alignment_p < 0.01  # the old test passes it
+    assert rows["unaligned"].lag_free_p > 0.2 and rows["unaligned"].p_holm > 0.2
+    assert rows["aligned"].p_holm < 0.05 and rows["aligned"].lag_free_p < 0.05
+
+
 def test_seed_pooled_test_on_shared_entities(tmp_path, params):
     make_domain(tmp_path, "real", range(4), ["acgate"], recovering, shared_entities=True, noise_proxy=True)
     result = domain_audit.audit_domain(params("real"), tmp_path / "runs", tmp_path / "data", 4, ["acgate"])

@@ -5,11 +5,12 @@ the AR(1) coefficient and the entity noise scales of a panel whose lag curves di
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import statsmodels.api as sm
 from scipy import optimize
 
-from acgate.audit import calibration, gls
+from acgate.audit import calibration, gls, verdicts
 from acgate.config import load_params
 from acgate.models.classical import lag_basis, lag_profile, moderators
 from acgate.models.lags import effective_lag
@@ -107,12 +108,12 @@ def by_hand(design, q, errors, shape=None):
 
 def test_the_f_statistics_are_statsmodels_wls_on_the_quasi_differenced_panel(small):
     design, q, errors = small
-    row, profile = gls.interaction_test(design, q, errors, 0, np.random.default_rng(0))
+    row, curves = gls.interaction_test(design, q, errors, 0, np.random.default_rng(0))
     (f_scaled, df_scaled), (f_shared, df_shared), kstar_by_hand, _ = by_hand(design, q, errors)
     assert row["df_vs_entity_scaled"] == df_scaled and row["df_vs_shared"] == df_shared
     assert row["f_vs_entity_scaled"] == pytest.approx(f_scaled, rel=1e-6)  # scipy's optimiser's precision
     assert row["f_vs_shared"] == pytest.approx(f_shared, rel=1e-8)
-    np.testing.assert_allclose(effective_lag(profile), kstar_by_hand, rtol=1e-8)
+    np.testing.assert_allclose(effective_lag(lag_profile(curves)), kstar_by_hand, rtol=1e-8)
 
 
 def test_the_common_shock_fits_are_statsmodels_wls_with_each_entitys_loading(small):
@@ -122,11 +123,11 @@ def test_the_common_shock_fits_are_statsmodels_wls_with_each_entitys_loading(sma
     design, q, errors = small
     shocked = gls.with_common_shocks(design)
     assert shocked.common.shape == (design.y.shape[1],)
-    row, profile = gls.interaction_test(shocked, q, errors, 0, np.random.default_rng(0))
+    row, curves = gls.interaction_test(shocked, q, errors, 0, np.random.default_rng(0))
     (f_scaled, _), (f_shared, _), kstar_by_hand, _ = by_hand(shocked, q, errors)
     assert row["f_vs_shared"] == pytest.approx(f_shared, rel=1e-8)
     assert row["f_vs_entity_scaled"] == pytest.approx(f_scaled, rel=1e-5)
-    np.testing.assert_allclose(effective_lag(profile), kstar_by_hand, rtol=1e-8)
+    np.testing.assert_allclose(effective_lag(lag_profile(curves)), kstar_by_hand, rtol=1e-8)
 
 
 def test_the_permutation_p_is_the_brute_force_count(small):
@@ -192,3 +193,55 @@ def test_stacked_residual_sums_are_least_squares_whatever_the_rank():
     expected = [np.sum((y[b] - X[b] @ np.linalg.lstsq(X[b], y[b], rcond=None)[0]) ** 2) for b in range(5)]
     assert np.allclose(found, expected, rtol=1e-9)
     assert np.isclose(gls._rss(grams[0], moments[0], totals[0]), expected[0], rtol=1e-9)  # one gram, no stack
+
+
+def test_the_stability_f_is_statsmodels_wls_with_curves_for_each_half(small):
+    """The stability test's F, written out: the quasi-differenced rows of each half with an intercept per entity and
+    half, statsmodels WLS of the moderated curves shared by both halves against the curves of each half apart."""
+    design, q, errors = small
+    row = gls.stability_test(design, q, errors, 0, np.random.default_rng(0))
+    n, s_len, n_feat, size = design.U.shape
+    y, X, late, dummies = [], [], [], []
+    for i in range(n):
+        for s in range(1, s_len):
+            if design.rows[i, s] and design.rows[i, s - 1]:
+                y.append(design.y[i, s] - RHO * design.y[i, s - 1])
+                X.append(np.outer(design.U[i, s] - RHO * design.U[i, s - 1], q[i]).reshape(-1))
+                late.append(s >= row["first_late_step"])
+                dummies.append(np.eye(2 * n)[2 * i + late[-1]])
+    y, X, late, dummies = np.array(y), np.array(X), np.array(late)[:, None], np.array(dummies)
+    entity = np.argmax(dummies, axis=1) // 2
+    w = 1 / errors.sigma[entity] ** 2
+    one = sm.WLS(y, np.hstack([dummies, X]), weights=w).fit()
+    apart = sm.WLS(y, np.hstack([dummies, X * ~late, X * late]), weights=w).fit()
+    p_mod = X.shape[1]
+    assert row["df_extra"] == p_mod and abs(np.sum(late) - len(y) / 2) <= n  # the halves split the rows near half
+    assert row["f"] == pytest.approx(f_test(one, apart, p_mod, 2 * n + 2 * p_mod), rel=1e-8)
+
+
+@pytest.mark.parametrize("breaks", [False, True])
+def test_a_lag_map_that_changes_mid_sample_is_found_and_a_stable_one_is_not(breaks):
+    """Every entity's lag at 2 throughout, or at 2 in the first half of the panel and at 5 in the second (AR(1) 0.5
+    noise): the stability test rejects the break, with the late half's k* the longer, and not the stable map."""
+    rng = np.random.default_rng(8)
+    n, t_len = 60, 40
+    basis = lag_basis(K, 4)
+    x = np.zeros((n, t_len))
+    for t in range(1, t_len):
+        x[:, t] = 0.5 * x[:, t - 1] + rng.normal(size=n)
+    noise = np.zeros((n, t_len))
+    for t in range(1, t_len):
+        noise[:, t] = 0.5 * noise[:, t - 1] + 0.5 * rng.normal(size=n)
+    lag = np.where((np.arange(t_len) >= t_len // 2) & breaks, 5, 2)
+    y = np.stack([x[:, t - lag[t]] if t >= K else np.zeros(n) for t in range(t_len)], axis=1) + noise
+    windows = np.stack([x[:, K - k:t_len - k] for k in range(1, K + 1)], axis=-1)  # (N, S, K)
+    U = np.einsum("nsk,kj->nsj", windows, basis)[:, :, None, :]
+    design = gls.LagDesign(U, y[:, K:], np.ones((n, t_len - K), dtype=bool), basis)
+    q = moderators(rng.normal(size=(n, 2)), shared=False)
+    found = gls.stability_test(design, q, gls.error_model(design), 49, np.random.default_rng(1))
+    assert (found["p"] < 0.05) == breaks, found
+    if breaks:
+        assert found["kstar_late"] > found["kstar_early"] + 1.5, found
+    table = pd.DataFrame([{f"stable_{k}" if k != "first_late_step" else "stable_first_late": v
+                           for k, v in found.items()}])
+    assert len(verdicts.lags_changed(0.05, table)) == int(breaks)

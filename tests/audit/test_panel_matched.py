@@ -15,7 +15,7 @@ import torch
 import yaml
 from scipy import stats
 
-from acgate import runs
+from acgate import runs, statistics
 from acgate.audit import calibration, gls, noise, panel_matched, verdicts
 from acgate.config import load_params
 from acgate.data import prep
@@ -384,7 +384,7 @@ def test_the_study_notebook_states_its_rates_in_the_audit(example):
                      panel_matched_dir(tmp / "runs", "example_panel") / "07_panel_matched.ipynb",
                      {**common, "tables_dir": str(tmp / "tables"), "figures_dir": str(tmp / "figures"),
                       "scenarios": ["one_curve", "proxy_lags_two"], "replicates": 2, "neural_replicates": 1,
-                      "seeds": 2, "jobs": 1})
+                      "null_replicates": 0, "seeds": 2, "jobs": 1})
     record = json.loads((panel_matched_dir(tmp / "runs", "example_panel") / panel_matched.RECORD).read_text())
     assert set(record["error_rates"]) == {"acgate", "moderated_dl"}
     assert record["error_rates"]["moderated_dl"]["L1"]["false_support"]["replicates"] == 2
@@ -416,14 +416,15 @@ def test_an_own_panels_study_has_one_default_size_in_the_workflow_the_notebook_a
     run the same default study."""
     config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     assert {"replicates": config["panel_matched_replicates"], "neural": config["panel_matched_neural_replicates"],
-            "seeds": config["panel_matched_seeds"]} == panel_matched.STUDY
+            "seeds": config["panel_matched_seeds"],
+            "null_replicates": config["panel_matched_null_replicates"]} == panel_matched.STUDY
     cell = next(cell for cell in jupytext.read(ROOT / "notebooks" / "07_panel_matched.py").cells
                 if "parameters" in cell.metadata.get("tags", []))
     defaults = {}
     exec(cell.source, {}, defaults)
-    assert {"replicates": defaults["replicates"], "neural": defaults["neural_replicates"],
-            "seeds": defaults["seeds"]} == panel_matched.STUDY
-    assert config["panel_matched_null_replicates"] == defaults["null_replicates"] == 0  # as many as the others
+    assert {"replicates": defaults["replicates"], "neural": defaults["neural_replicates"], "seeds": defaults["seeds"],
+            "null_replicates": defaults["null_replicates"]} == panel_matched.STUDY
+    assert statistics.clopper_pearson(0, panel_matched.STUDY["null_replicates"])[1] < 0.1  # the worst null bounded
 
 
 @pytest.mark.parametrize(("size", "message"), [

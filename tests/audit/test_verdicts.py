@@ -39,9 +39,8 @@ def test_lag_free_kstar_is_never_supported_though_the_paper_rule_supports_it(sma
     records = [record for r in range(3) for record in calibration.run_replicate("lag_free", r, small, tmp_path)]
     assert len(records) == 6  # three replicates, each judged for both references
     assert all(r["calibrated_L1"] != "supported" and r["calibrated_L2"] != "supported" for r in records), records
-    # L1 is what blocks L2 here: no proxy-conditioned k* without held-out evidence. The strict lag-free test (k* beyond
-    # 95 % of lag-free k*), which the calibrated L2 no longer uses for want of power, rejects lag-free k* alone too
-    assert all(r["L2_strict_alone"] != "supported" for r in records), records
+    # L1 is what blocks L2 here: no proxy-conditioned k* without held-out evidence. The L2 tests alone cannot: this
+    # k* follows the proxies' main direction, as the stratifier does
     assert sum(r["paper_L2"] == "supported" for r in records if r["reference"] == "acgate") >= 2  # the old rule does
     result = audit.read_audit(tmp_path / "runs" / "lag_free_r000" / "audit")
     assert "L1 not supported" in result.verdicts["L2"]["evidence"]

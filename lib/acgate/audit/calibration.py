@@ -51,6 +51,7 @@ from acgate.audit.verdicts import (
     LAYERS,
     RULES_VERSIONS,
     aligned_stratifiers,
+    lags_changed,
     rules_versions,
     versions_text,
 )
@@ -250,8 +251,9 @@ def run_replicate(name: str, replicate: int, params: Params, root: Path) -> list
 def replicate_records(result: audit.AuditResult, cfg: AuditConfig, about: dict, seconds: float) -> list[dict]:
     """One record per reference of a replicate's audit: ``about`` (scenario, control, lags_differ_truth, replicate),
     the verdicts of both rule sets and of the calibrated ones with the practical spread threshold at zero, the L2
-    test alone (with the earlier strict lag-free test), the lags-differ statement, the mean spread of k*, and the
-    seconds the replicate took."""
+    test alone (and the entity-permutation test alone, the L2 test of the rules before), the lags-differ statement,
+    whether the stability test found the lags changed over time (:func:`lags_changed`), the mean spread of k*, and
+    the seconds the replicate took."""
     at_zero = audit.judge(result, dataclasses.replace(cfg, practical_sd=0.0))
     records = []
     for reference, found in result.verdicts_by_reference.items():
@@ -264,11 +266,13 @@ def replicate_records(result: audit.AuditResult, cfg: AuditConfig, about: dict, 
         summary = result.l2_summary[(result.l2_summary.method == reference) & ~result.l2_summary.circular_joint]
         alone = len(aligned_stratifiers(cfg, summary)) > 0
         record["L2_test_alone"] = "supported" if alone else "not certified"
-        strict = statistics.holm(dict(zip(summary.stratifier, np.maximum(summary.alignment_p, summary.lag_free_p),
-                                          strict=True)))  # NaN stays NaN: an untested stratifier passes nothing
-        record["L2_strict_alone"] = ("supported" if np.nanmin([*strict.values(), 1.0]) < cfg.alpha
-                                     else "not certified")
+        # the L2 test of rules before moderated_dl 8 / acgate 6: the entity permutation alone, not the lag-free p
+        plain = statistics.holm(dict(zip(summary.index, summary.alignment_p, strict=True)))
+        agree = summary.sign_consistency >= cfg.min_sign_consistency
+        record["L2_permutation_alone"] = ("supported" if any(p < cfg.alpha and agree[i] for i, p in plain.items())
+                                          else "not certified")  # NaN: an untested stratifier passes nothing
         record["lags_differ"] = result.lags_differ["verdict"]
+        record["lags_changed"] = "not certified" if lags_changed(cfg.alpha, result.lag_tests).empty else "supported"
         record["kstar_sd"] = float(result.l1[result.l1.method == reference].kstar_sd.mean())
         records.append(record)
     return records
@@ -461,7 +465,7 @@ def run_replicates(plan: list[tuple[str, int]], work: Callable[[str, int], list[
 RULES = {"paper": "paper", "calibrated": "calibrated", "calibrated_sd0": "calibrated, practical_sd 0"}
 
 
-ALONE = {"L2_test_alone": "L2 test alone", "L2_strict_alone": "L2 strict lag-free test alone"}
+ALONE = {"L2_test_alone": "L2 test alone", "L2_permutation_alone": "L2 permutation test alone"}
 
 
 def calibration_table(replicates: pd.DataFrame) -> pd.DataFrame:
@@ -469,20 +473,28 @@ def calibration_table(replicates: pd.DataFrame) -> pd.DataFrame:
     Clopper-Pearson interval, and whether "supported" is the right answer there (``truth``: the scenario's control
     for the layers, its lags_differ for the lags-differ statement). The rules: the paper's, the calibrated, and the
     calibrated with the practical spread threshold at zero. ``L2 test alone`` is the calibrated L2 test without the
-    L1 and seed-agreement gates; ``L2 strict lag-free test alone`` the test the calibrated L2 used before (k* also
-    beyond 95 % of lag-free k*); ``lags differ`` the statement apart from the layers (one per replicate,
-    the same for both references)."""
+    L1 and seed-agreement gates; ``L2 permutation test alone`` the test the calibrated L2 used before (the entity
+    permutation without the lag-free p); ``lags differ`` the statement apart from the layers (one per replicate,
+    the same for both references); ``lags changed`` the stability test (no scenario's lags change over time).
+    L2's truth is the replicates' ``l2_truth`` where they record one (a panel-matched scenario whose lags follow the
+    proxies but not the stratifier), else the control's."""
     rows = []
     columns = [(label, layer, f"{rule}_{layer}") for rule, label in RULES.items() for layer in LAYERS]
     columns += [("calibrated", label, column) for column, label in ALONE.items()]
-    columns.append(("calibrated", "lags differ", "lags_differ"))
+    columns += [("calibrated", "lags differ", "lags_differ"), ("calibrated", "lags changed", "lags_changed")]
     for (scenario, reference), g in replicates.groupby(["scenario", "reference"], sort=False):
         for rule, layer, column in columns:
             if column not in g:  # replicates from before the column
                 continue
             supported = int((g[column] == "supported").sum())
             low, high = statistics.clopper_pearson(supported, len(g))
-            truth = bool(g.lags_differ_truth.iloc[0]) if layer == "lags differ" else g.control.iloc[0] == "positive"
+            truth = g.control.iloc[0] == "positive"
+            if layer == "lags changed":  # no scenario's lags change over time: every warning is a false one
+                truth = False
+            elif layer == "lags differ":
+                truth = bool(g.lags_differ_truth.iloc[0])
+            elif layer.startswith("L2") and "l2_truth" in g and pd.notna(g.l2_truth.iloc[0]):
+                truth = bool(g.l2_truth.iloc[0])
             rows.append({"scenario": scenario, "control": g.control.iloc[0], "reference": reference, "rule": rule,
                          "layer": layer, "truth": "supported" if truth else "not supported",
                          "replicates": len(g), "supported": supported, "share_supported": supported / len(g),

@@ -51,8 +51,8 @@ from acgate.config import AuditConfig, Params
 from acgate.data import prep, sources
 from acgate.data.panel import Normalisers, Panel
 from acgate.models.baselines import persistence
-from acgate.models.classical import moderators
-from acgate.models.lags import lag_frame
+from acgate.models.classical import lag_profile, moderators
+from acgate.models.lags import effective_lag, lag_frame
 from acgate.models.metrics import TRUTHS, forecast_metrics, l3_recovery
 from acgate.runs import write_csv, write_json
 
@@ -411,9 +411,12 @@ def _l2_summary(runs, l2, info, proxy_names: set[str], cfg: AuditConfig, shared:
         }
         rows.append(row)
     summary = pd.DataFrame(rows)
+    # the calibrated L2 needs both: k* aligned with the stratifier beyond chance, and beyond what the proxies give any
+    # k* (NaN, no lag-free reference, passes nothing)
+    summary["beyond_proxies_p"] = np.maximum(summary.alignment_p, summary.lag_free_p)
     summary["p_holm"] = np.nan
     for _, g in summary[~summary.circular_joint].groupby("method"):
-        adjusted = statistics.holm(dict(zip(g.index, g.alignment_p, strict=True)))
+        adjusted = statistics.holm(dict(zip(g.index, g.beyond_proxies_p, strict=True)))
         summary.loc[list(adjusted), "p_holm"] = list(adjusted.values())
     return summary
 
@@ -667,12 +670,16 @@ def lag_tests(panels: dict[int, Panel], runs: list[Run], max_lag: int, cfg: Audi
     """The in-sample lag tests under the panel's own error model (:mod:`acgate.audit.gls`), one row per seed's panel
     (one for all where the seeds share their panel): the seed, the columns of :data:`acgate.audit.gls.
     INTERACTION_COLUMNS` (do the proxies hold the lags: the calibrated L1 of the classical reference, with
-    ``audit.permutations`` proxy permutations), ``kstar_agreement`` (the median Spearman between the k* of the
+    ``audit.permutations`` proxy permutations), the shape of the fit's curves by feature (:func:`feature_curves`),
+    ``kstar_agreement`` (the median Spearman between the k* of the
     panel's moderated_dl runs and the GLS fit's, reported beside L1) and the columns of
     :data:`acgate.audit.gls.SHAPE_COLUMNS` prefixed ``differ_`` (do the lags differ at all: the lags-differ
-    statement), and ``cd``, ``cd_p`` and ``common_share`` (do the entities share shocks:
+    statement), ``cd``, ``cd_p`` and ``common_share`` (do the entities share shocks:
     :func:`acgate.audit.noise.common_shocks`; where Pesaran's CD rejects at alpha, the L1 test takes out each entity's
-    loading on the cross-sectional mean of the target, :func:`acgate.audit.gls.with_common_shocks`). With the table,
+    loading on the cross-sectional mean of the target, :func:`acgate.audit.gls.with_common_shocks`, in every test
+    of the table), and the columns
+    of :data:`acgate.audit.gls.STABILITY_COLUMNS` prefixed ``stable_`` (do the lags hold over time: the L1 cells'
+    warning; ``stable_first_late`` the first time of the late half). With the table,
     the GLS fit's k* of every seed's panel as runs of method :data:`acgate.audit.verdicts.GLS_FIT` (no forecasts),
     which the classical reference's L2 stratifies."""
     rows, fitted = [], []
@@ -683,24 +690,47 @@ def lag_tests(panels: dict[int, Panel], runs: list[Run], max_lag: int, cfg: Audi
             continue
         q = moderators(Normalisers.fit(panel).P.transform(panel.P), shared=False)
         shocks = noise.common_shocks(design, q)
-        # the entities share shocks: L1's fits take out each entity's loading on them (the lags-differ statement,
-        # whose rules both references share, does not yet)
+        # the entities share shocks: every test's fits take out each entity's loading on them
         shocked = gls.with_common_shocks(design) if shocks["cd_p"] < cfg.alpha else design
         errors = gls.error_model(design)
         rng = np.random.default_rng([cfg.permutation_seed, 20_000, seed])
-        interaction, profile = gls.interaction_test(shocked, q, errors, cfg.permutations, rng)
-        lags = lag_frame(panel, profile, "GLS fit (in-sample, AR(1) errors)")
+        interaction, curves = gls.interaction_test(shocked, q, errors, cfg.permutations, rng)
+        lags = lag_frame(panel, lag_profile(curves), "GLS fit (in-sample, AR(1) errors)")
         mine = [r for r in runs if r.method == verdicts.CLASSICAL_REFERENCE and (shared or r.seed == seed)]
-        differ = gls.shape_test(design, errors, gls.SHAPE_DRAWS, rng)
-        rows.append({"seed": seed, **interaction, "kstar_agreement": _agreement(lags, mine),
-                     **{f"differ_{k}": v for k, v in differ.items()}, **shocks})
+        differ = gls.shape_test(shocked, errors, gls.SHAPE_DRAWS, rng)
+        stable = gls.stability_test(shocked, q, errors, gls.STABILITY_DRAWS, rng)
+        step = stable.pop("first_late_step")
+        stable["first_late"] = panel.times[max_lag + step] if len(panel.times) > max_lag + step else None
+        rows.append({"seed": seed, **interaction, **feature_curves(curves, panel.feature_names),
+                     "kstar_agreement": _agreement(lags, mine),
+                     **{f"differ_{k}": v for k, v in differ.items()}, **shocks,
+                     **{f"stable_{k}": v for k, v in stable.items()}})
         if np.isfinite(lags.kstar).all():
             fitted += [Run(s, verdicts.GLS_FIT, {}, lags, pd.DataFrame()) for s in (panels if shared else [seed])]
     return pd.DataFrame(rows, columns=LAG_TEST_COLUMNS), fitted
 
 
-LAG_TEST_COLUMNS = ["seed", *gls.INTERACTION_COLUMNS, "kstar_agreement",
-                    *(f"differ_{c}" for c in gls.SHAPE_COLUMNS), "cd", "cd_p", "common_share"]
+def feature_curves(curves: np.ndarray, names: list[str]) -> dict:
+    """What the features' lag curves (N, F, K) of the moderated GLS fit look like, pooled over the entities: each
+    feature's k* (of the part of its mean curve along the sign of its total effect), as text ("name k*; ..."), the
+    spread of those k* (max - min, in lags) and the largest share of a feature's mean curve (absolute weight) that
+    runs against its sign. A curve that changes sign along the lags, or features whose lags differ, is what one
+    positive lag distribution for every feature (AC-GATE's gate) cannot hold."""
+    if not np.isfinite(curves).all():
+        return {"feature_kstar": "", "feature_kstar_range": np.nan, "against_sign_share": np.nan}
+    pooled = curves.mean(axis=0)  # (F, K)
+    sign = np.where(pooled.sum(axis=1) < 0, -1.0, 1.0)[:, None]
+    weight = np.abs(pooled).sum(axis=1)
+    against = np.clip(-sign * pooled, 0, None).sum(axis=1) / np.where(weight > 0, weight, 1.0)
+    kstar = effective_lag(lag_profile(pooled[:, None, :] * sign[:, :, None]))  # each feature as its own "entity"
+    return {"feature_kstar": "; ".join(f"{name} {k:.2f}" for name, k in zip(names, kstar, strict=True)),
+            "feature_kstar_range": float(np.ptp(kstar)), "against_sign_share": float(against.max())}
+
+
+LAG_TEST_COLUMNS = ["seed", *gls.INTERACTION_COLUMNS, "feature_kstar", "feature_kstar_range", "against_sign_share",
+                    "kstar_agreement",
+                    *(f"differ_{c}" for c in gls.SHAPE_COLUMNS), "cd", "cd_p", "common_share",
+                    *(f"stable_{c}" if c != "first_late_step" else "stable_first_late" for c in gls.STABILITY_COLUMNS)]
 
 
 def _agreement(lags: pd.DataFrame, runs: list[Run]) -> float:

@@ -3,7 +3,7 @@
     design = lag_design(panel, max_lag)
     q = moderators(proxies, shared=False)
     errors = error_model(design)
-    proxies_hold, profile = interaction_test(design, q, errors, 2000, rng)   # L1 of the classical reference
+    proxies_hold, curves = interaction_test(design, q, errors, 2000, rng)    # L1 of the classical reference
     lags_differ = shape_test(design, errors, draws=99, rng=rng)            # the lags-differ statement
 
 Country panels are short and persistent (economics' residuals are AR(1) about 0.95). A test that ignores the
@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -348,8 +349,8 @@ def interaction_test(design: LagDesign, q: np.ndarray, errors: ErrorModel, permu
     scales, estimated on a few steps each, make it reject far too often (14 to 17 of 30 pure-noise panels at 0.05).
 
     Returns the row (:data:`INTERACTION_COLUMNS`; NaN statistics and a ``note`` when the panel cannot be tested) and
-    each entity's lag profile (N, K) of the moderated GLS curves (:func:`acgate.models.classical.lag_profile`; its k*
-    is :func:`acgate.models.lags.effective_lag` of it)."""
+    each entity's moderated GLS lag curves (N, F, K) (NaN when untested; their lag profile is
+    :func:`acgate.models.classical.lag_profile` of them, its k* :func:`acgate.models.lags.effective_lag` of that)."""
     n, _, n_feat, size = design.U.shape
     m = Moments.of(design, errors)
     rows, width = int(m.count.sum()), q.shape[1]
@@ -363,7 +364,7 @@ def interaction_test(design: LagDesign, q: np.ndarray, errors: ErrorModel, permu
                 if size < 2 else f"too few entities ({n}) or observed steps ({rows}) for {p_mod} curve coefficients "
                 f"and {n * n_feat} entity scales")
         return ({**row, **{c: np.nan for c in INTERACTION_COLUMNS if c not in row}, "note": note},
-                np.full((n, len(design.basis)), np.nan))
+                np.full((n, n_feat, len(design.basis)), np.nan))
     shape = scaled_shape(m, n_feat)
     total = float(m.yy.sum())
     rss_shared = float(_rss(m.G.sum(axis=0), m.h.sum(axis=0), total))
@@ -384,12 +385,99 @@ def interaction_test(design: LagDesign, q: np.ndarray, errors: ErrorModel, permu
     draws = np.concatenate([statistics(q[orders[i:i + chunk]]) for i in range(0, permutations, chunk)]
                            or [np.empty((0, 2))])
     p_perm = (1 + np.sum(draws >= observed * (1 - 1e-12), axis=0)) / (permutations + 1)
-    gram, moment = _moderated(m, q)
-    theta = np.einsum("fjm,nm->nfj", np.linalg.lstsq(gram, moment, rcond=None)[0].reshape(n_feat, size, width), q)
-    profile = lag_profile(np.einsum("nfj,kj->nfk", theta, design.basis))
+    curves = np.einsum("nfj,kj->nfk", _moderated_theta(m, q, n_feat), design.basis)
     return {**row, "f_vs_entity_scaled": float(observed[0]), "p_vs_entity_scaled": float(p_perm[0]),
             "f_vs_shared": float(observed[1]), "p_vs_shared": float(p_perm[1]),
-            "kstar_sd": float(np.std(effective_lag(profile))), "note": ""}, profile
+            "kstar_sd": float(np.std(effective_lag(lag_profile(curves)))), "note": ""}, curves
+
+
+def _moderated_theta(m: Moments, q: np.ndarray, n_feat: int) -> np.ndarray:
+    """(N, F, J) each entity's basis coefficients theta_if = C_f q_i of the moderated GLS fit with moments ``m`` and
+    moderators q (N, Q)."""
+    gram, moment = _moderated(m, q)
+    coef = np.linalg.lstsq(gram, moment, rcond=None)[0].reshape(n_feat, m.G.shape[1] // n_feat, q.shape[1])
+    return np.einsum("fjm,nm->nfj", coef, q)
+
+
+def _null_draws(design: LagDesign, lagged: np.ndarray, errors: ErrorModel, draws: int,
+                rng: np.random.Generator) -> Iterator[tuple[LagDesign, ErrorModel]]:
+    """A parametric bootstrap's panels: ``draws`` designs whose targets are the fitted null (its lagged part (N, S)
+    and each entity's level over its rows) plus Gaussian AR(1) noise of ``errors``' rho and entity scales (the common
+    shock, where ``design`` takes one, taken again as each draw's cross-sectional mean), each with its error model
+    estimated again (so the uncertainty of rho is in the null distribution)."""
+    n, s_len = design.y.shape
+    level = np.where(design.rows, design.y - lagged, 0.0).sum(axis=1) / np.maximum(design.rows.sum(axis=1), 1)
+    null = level[:, None] + lagged
+    for _ in range(draws):
+        noise = np.empty((n, s_len))
+        noise[:, 0] = rng.normal(size=n) * errors.sigma / np.sqrt(1 - errors.rho**2)
+        for t in range(1, s_len):
+            noise[:, t] = errors.rho * noise[:, t - 1] + errors.sigma * rng.normal(size=n)
+        drawn = LagDesign(design.U, np.where(design.rows, null + noise, 0.0), design.rows, design.basis)
+        drawn = with_common_shocks(drawn) if design.common is not None else drawn
+        yield drawn, error_model(drawn, errors.bias)
+
+
+STABILITY_COLUMNS = ["entities", "rows", "first_late_step", "f", "df_extra", "df_residual", "p", "draws",
+                     "kstar_early", "kstar_late", "kstar_mean_abs_change", "kstar_rank_agreement", "note"]
+STABILITY_DRAWS = 99  # parametric bootstrap draws of the stability test: p down to 0.01
+
+
+def stability_test(design: LagDesign, q: np.ndarray, errors: ErrorModel, draws: int, rng: np.random.Generator
+                   ) -> dict:
+    """Do the lags hold over time? The moderated lag curves (theta_if = C_f q_i, as :func:`interaction_test` fits
+    them) fitted apart on the early and the late half of the observed steps (each entity its own level in each half)
+    against one set of them for both halves, by the GLS F statistic: a lag map that changes mid-sample (a shift of
+    every lag, or a change in how the proxies set them) makes the two halves' curves differ.
+
+    Its p is a parametric bootstrap's (``draws`` panels), as :func:`shape_test`'s: the fitted null (one moderated set
+    of curves, each entity's level) plus Gaussian AR(1) noise of the estimated rho and entity scales, the error model
+    estimated again in every draw. With it, the mean k* of each half's curves, the mean absolute change of an
+    entity's k* and the Spearman of the entities' k* between the halves (evidence of what changed). The halves split
+    the observed steps where half of the transformed rows lie before; ``first_late_step`` is the first target step
+    (0-based, of the design's S) of the late half.
+
+    Returns a row of :data:`STABILITY_COLUMNS`; NaN statistics and a ``note`` when the panel cannot be tested."""
+    n, s_len, n_feat, size = design.U.shape
+    width = q.shape[1]
+    counts = np.cumsum(errors.rows.sum(axis=0))
+    first_late = int(np.searchsorted(counts, counts[-1] / 2, side="right")) if counts[-1] else 0
+    late = np.arange(s_len) >= first_late
+    p_mod = n_feat * size * width
+    row = {"entities": n, "rows": int(errors.rows.sum()), "first_late_step": first_late, "draws": draws,
+           "df_extra": p_mod}
+
+    def halves(drawn: LagDesign, fitted: ErrorModel) -> tuple[Moments, Moments]:
+        return (Moments.of(drawn, dataclasses.replace(fitted, rows=fitted.rows & ~late[None, :])),
+                Moments.of(drawn, dataclasses.replace(fitted, rows=fitted.rows & late[None, :])))
+
+    early, later = halves(design, errors)
+    residual_df = int(early.count.sum() + later.count.sum()) - 2 * n - 2 * p_mod  # the same in every draw
+    if min(int(early.count.sum()), int(later.count.sum())) < p_mod + n or residual_df < 1:
+        note = (f"too few observed steps in each half ({int(early.count.sum())} and {int(later.count.sum())} "
+                f"transformed rows) for {p_mod} curve coefficients and {n} entity levels in each")
+        return {**row, **{c: np.nan for c in STABILITY_COLUMNS if c not in row}, "note": note}
+
+    def statistic(early: Moments, later: Moments) -> float:
+        (gram_early, moment_early), (gram_late, moment_late) = _moderated(early, q), _moderated(later, q)
+        total = float(early.yy.sum() + later.yy.sum())
+        rss_one = float(_rss(gram_early + gram_late, moment_early + moment_late, total))
+        rss_apart = sum(float(_rss(*_moderated(m, q), float(m.yy.sum()))) for m in (early, later))
+        return (rss_one - rss_apart) / p_mod / (max(rss_apart, 1e-300) / residual_df)
+
+    observed = statistic(early, later)
+    curves = np.concatenate([np.einsum("nfj,kj->nfk", _moderated_theta(m, q, n_feat), design.basis)
+                             for m in (early, later)])  # (2N, F, K)
+    kstar = effective_lag(lag_profile(curves)).reshape(2, n)  # one orientation of the features for both halves
+    # the null: one moderated set of curves for both halves
+    lagged = np.einsum("nsfj,nfj->ns", design.U, _moderated_theta(Moments.of(design, errors), q, n_feat))
+    exceed = sum(statistic(*halves(drawn, again)) >= observed * (1 - 1e-12)
+                 for drawn, again in _null_draws(design, lagged, errors, draws, rng))
+    return {**row, "f": observed, "df_residual": residual_df, "p": (1 + exceed) / (draws + 1),
+            "kstar_early": float(kstar[0].mean()), "kstar_late": float(kstar[1].mean()),
+            "kstar_mean_abs_change": float(np.mean(np.abs(kstar[1] - kstar[0]))),
+            "kstar_rank_agreement": float(stats.spearmanr(kstar[0], kstar[1]).statistic)
+            if np.ptp(kstar[0]) > 0 and np.ptp(kstar[1]) > 0 else np.nan, "note": ""}
 
 
 SHAPE_COLUMNS = ["entities", "rows", "rho", "f", "df_extra", "df_residual", "p", "draws", "share_below_05", "note"]
@@ -437,8 +525,9 @@ def shape_test(design: LagDesign, errors: ErrorModel, draws: int, rng: np.random
     target its own curves fit exactly (constant, or without noise) leaves nothing to test.
 
     Its p is a parametric bootstrap's (``draws`` panels): the fitted null (each entity's scaled shared shape, its
-    intercept) plus Gaussian AR(1) noise of the estimated rho and entity scales, each draw tested as the panel is,
-    its error model estimated again; so the uncertainty of rho, which
+    intercept) plus Gaussian AR(1) noise of the estimated rho and entity scales, each draw tested as the panel is
+    (its error model estimated again; with ``design.common``, the common shock taken again as the draw's
+    cross-sectional mean); so the uncertainty of rho, which
     near a unit root makes the F distribution reject too often (3 of 20 economics nulls at 0.05), is in the null
     distribution. ``share_below_05`` is the share of entities whose own F has p < 0.05 by the F distribution
     (evidence only).
@@ -458,17 +547,8 @@ def shape_test(design: LagDesign, errors: ErrorModel, draws: int, rng: np.random
     extra = n_feat * size - n_feat
     observed = fits.f(extra)
     lagged = np.einsum("nsfj,fj,nf->ns", design.U, fits.shape, fits.scale)
-    level = np.where(design.rows, design.y - lagged, 0.0).sum(axis=1) / np.maximum(design.rows.sum(axis=1), 1)
-    null = level[:, None] + lagged
     exceed = 0
-    for _ in range(draws):
-        noise = np.empty((n, s_len))
-        noise[:, 0] = rng.normal(size=n) * errors.sigma / np.sqrt(1 - errors.rho**2)
-        for t in range(1, s_len):
-            noise[:, t] = errors.rho * noise[:, t - 1] + errors.sigma * rng.normal(size=n)
-        drawn = LagDesign(design.U, np.where(design.rows, null + noise, 0.0), design.rows, design.basis,
-                          design.common)
-        again = error_model(drawn, errors.bias)
+    for drawn, again in _null_draws(design, lagged, errors, draws, rng):
         redrawn = _EntityShapes.fit(Moments.of(drawn, again), n_feat)
         exceed += redrawn.usable.sum() >= 2 and redrawn.f(extra) >= observed * (1 - 1e-12)
     f_entity = ((fits.rss_scaled - fits.rss_own) / extra) / np.maximum(fits.rss_own / fits.residual_df, 1e-300)

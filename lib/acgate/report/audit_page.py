@@ -31,7 +31,7 @@ from acgate.config import GATE_METHODS, Params
 from acgate.layout import AUDIT_MARKDOWN, AUDIT_PAGE, audit_dir, method_dir, panel_dir, shown
 from acgate.report import audit_figures, render
 from acgate.report.page import FIGURES_FOLDER, Code, Link, Page, Strong, render_html, render_markdown
-from acgate.report.reading import lags_differ_reading
+from acgate.report.reading import QUESTIONS, lags_differ_reading, readings
 from acgate.runs import RunFolderBusy, atomic_write, code_versions, git_sha, reading
 
 # one plain sentence per layer and verdict ({r}: the reference's name); the evidence and the rule follow it
@@ -47,11 +47,22 @@ SENTENCES = {
                             "shared-lag, shuffled-proxy and proxy twins on held-out data, or its k* hardly spreads.",
            "ruled out": "{r}'s k* is the same for every entity in every seed: it finds no lag differences.",
            "not claimed": "{r} was not audited."},
-    "L2": {"supported": "{r}'s k* orders the entities like a stratifier the proxies do not carry, beyond chance.",
+    "L2": {"supported": "{r}'s k* orders the entities like a stratifier the proxies do not carry, beyond chance and "
+                        "more closely than a random direction of the proxies would.",
            "not certified": "It is not shown that {r}'s k* orders the entities like a stratifier the proxies do not "
-                            "carry.",
+                            "carry, beyond chance and beyond a random direction of the proxies.",
            "ruled out": "{r}'s k* is constant in every seed: there is nothing to stratify.",
            "not claimed": "No stratifier could be tested."},
+    "L1 in-sample": {  # the classical reference's L1: its evidence is in-sample, not held-out
+        "supported": "The proxies hold the lags: in-sample, under the panel's AR(1) errors, {r}'s lag curves moderated "
+                     "by the proxies fit better than one shape scaled for each entity and than the shared curve, "
+                     "against permutations of the proxies across entities, and its k* spreads across entities.",
+        "not certified": "It is not shown that the proxies hold the lags: in-sample, under the panel's AR(1) errors, "
+                         "{r}'s lag curves moderated by the proxies do not fit better than both one shape scaled for "
+                         "each entity and the shared curve (against permutations of the proxies), or its k* hardly "
+                         "spreads.",
+        "ruled out": "{r}'s k* is the same for every entity in every seed: it finds no lag differences.",
+        "not claimed": "{r} was not audited."},
     "L3": {"supported": "{r}'s k* recovers the true lags, better than the models with one lag for all.",
            "not certified": "It is not shown that {r}'s k* recovers the true lags better than the models with one "
                             "lag for all.",
@@ -241,6 +252,12 @@ def _verdicts(page: Page, result: AuditResult, calibration: dict) -> None:
             said = "; ".join(f"{aspect.replace('_', ' ')}: {outcome}" for aspect, outcome in line.items()
                              if aspect != "evidence")
             glance.loc[f"AC-GATE vs {render.readable(classical)}"] = [said if r == NEURAL else "" for r in references]
+    page.heading(2, "What this panel shows", "reading")
+    page.paragraph("One answer per question from both references' calibrated verdicts: a reference whose error "
+                   "rates on this panel are measured speaks for it over one whose rates are not, and where they "
+                   "disagree the answer says why, from what the audit computed.", kind="small")
+    page.bullets([f"{QUESTIONS[question]} {text[:1].upper()}{text[1:]}."
+                  for question, text in readings(result).items()])
     page.heading(2, "Verdicts at a glance", "verdicts")
     page.paragraph("The calibrated verdict of each layer, with the paper rule's in brackets, for each reference "
                    "method (docs/audit.md explains both rule sets): supported, not certified (the evidence falls "
@@ -268,7 +285,8 @@ def _verdicts(page: Page, result: AuditResult, calibration: dict) -> None:
         for layer in LAYERS:
             cell, paper = found["calibrated"][layer], found["paper"][layer]
             page.heading(3, f"{layer}: {LAYER_TITLES[layer]}")
-            page.paragraph(Strong(cell["verdict"]), " ", SENTENCES[layer][cell["verdict"]].format(r=name),
+            said = "L1 in-sample" if layer == "L1" and reference not in GATE_METHODS else layer
+            page.paragraph(Strong(cell["verdict"]), " ", SENTENCES[said][cell["verdict"]].format(r=name),
                            f" The paper's rule says: {paper['verdict']}.")
             page.bullets(_evidence(cell["evidence"]))
             rate = rates.get(reference, {}).get(layer)
