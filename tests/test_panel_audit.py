@@ -43,6 +43,9 @@ def test_a_dataframe_is_audited_in_one_call_and_a_second_call_trains_nothing(tmp
     assert "- L1-L3, AC-GATE: not measured: the study trained no AC-GATE replicates" in text  # one line, not three
     assert "- L0 forecast" not in text  # the surrogates test no forecast
     assert list(result.rates().columns) == ["AC-GATE", "Moderated DL"]
+    # the numbers behind the verdicts, as tables (they sat only in evidence strings and in result.result)
+    assert result.tables["lag_tests"].p_vs_shared.dtype == float and len(result.tables["heldout"])
+    assert {"rho", "p_perm", "lag_free_p"} <= set(result.tables["l2"].columns)
     assert len(repr(result)) < 400 and repr(result).startswith("<PanelAudit my_panel: acgate L0 ")
     assert "<table" in result._repr_html_()
     assert result.report.is_file() and (tmp_path / "params" / "my_panel.yaml").is_file()

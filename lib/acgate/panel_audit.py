@@ -32,7 +32,7 @@ import pandas as pd
 import yaml
 
 from acgate.audit import panel_matched
-from acgate.audit.domain_audit import AuditResult, audit_domain
+from acgate.audit.domain_audit import AUDIT_TABLES, AuditResult, audit_domain
 from acgate.audit.verdicts import LAYERS
 from acgate.config import Params, params_from_dict
 from acgate.data import prep
@@ -71,6 +71,15 @@ class PanelAudit:
         rows.append({"reference": "", "layer": "lags differ", "verdict": differ.get("verdict", ""),
                      "paper_rule": "", "evidence": differ.get("evidence", "")})
         return pd.DataFrame(rows)
+
+    @property
+    def tables(self) -> dict[str, pd.DataFrame]:
+        """The audit's numeric tables by name (docs/audit.md describes every column): ``l0`` (test loss per seed and
+        method), ``l1``, ``l2`` and ``l2_summary`` (rho, the permutation and lag-free p, Holm p), ``l3``,
+        ``heldout`` (the held-out comparisons' p), ``lag_tests`` (the GLS tests' F, p, rho, CD), ``wilcoxon``,
+        ``seed_agreement``, ``kstar_by_entity`` and ``neural_vs_classical``: the numbers behind the verdicts, e.g.
+        ``result.tables["lag_tests"][["p_vs_entity_scaled", "p_vs_shared"]]`` or ``.to_latex()`` of any."""
+        return {name: getattr(self.result, name) for name in AUDIT_TABLES}
 
     @property
     def warnings(self) -> list[str]:
