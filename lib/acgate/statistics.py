@@ -140,6 +140,13 @@ def permutation_spearman(kstar: np.ndarray, stratifier: np.ndarray, permutations
     return rho, (1 + exceed) / (permutations + 1)
 
 
+def whitened_scores(values: np.ndarray) -> np.ndarray:
+    """(N, r) the orthonormal scores of the r independent dimensions of ``values`` (N, M) once centred: the left
+    singular vectors whose singular values exceed 1e-8 of the largest (a repeated or constant column adds none)."""
+    scores, spread, _ = np.linalg.svd(values - values.mean(axis=0), full_matrices=False)
+    return scores[:, spread > 1e-8 * spread[0]]
+
+
 def lag_free_p(kstar: np.ndarray, stratifier: np.ndarray, proxies: np.ndarray, draws: int,
                rng: np.random.Generator, references: dict | None = None) -> tuple[float, float]:
     """Alignment of k* with a stratifier beyond what the proxies give any k*: the learned k* against lag-free k*,
@@ -198,8 +205,7 @@ def lag_free_p(kstar: np.ndarray, stratifier: np.ndarray, proxies: np.ndarray, d
     key = (standard.shape, standard.tobytes(), directions.tobytes())
     ranks = None if references is None else references.get(key)
     if ranks is None:
-        scores, values, _ = np.linalg.svd(standard, full_matrices=False)
-        scores = scores[:, values > 1e-8 * values[0]]  # (N, r): the proxies' independent dimensions, whitened
+        scores = whitened_scores(standard)
         chosen = directions[:scores.shape[1]]
         projections = scores @ (chosen / np.linalg.norm(chosen, axis=0))  # (N, B)
         ranks = average_ranks(projections, axis=0)

@@ -678,8 +678,8 @@ def lag_tests(panels: dict[int, Panel], runs: list[Run], max_lag: int, cfg: Audi
     :func:`acgate.audit.noise.common_shocks`; where Pesaran's CD rejects at alpha, the L1 test takes out each entity's
     loading on the cross-sectional mean of the target, :func:`acgate.audit.gls.with_common_shocks`, in every test
     of the table), and the columns
-    of :data:`acgate.audit.gls.STABILITY_COLUMNS` prefixed ``stable_`` (do the lags hold over time: the L1 cells'
-    warning; ``stable_first_late`` the first time of the late half). With the table,
+    of :data:`acgate.audit.gls.STABILITY_COLUMNS` prefixed ``stable_`` (do the lags hold over time: evidence only,
+    :func:`acgate.audit.verdicts.lags_changed`; ``stable_first_late`` the first time of the late half). With the table,
     the GLS fit's k* of every seed's panel as runs of method :data:`acgate.audit.verdicts.GLS_FIT` (no forecasts),
     which the classical reference's L2 stratifies."""
     rows, fitted = [], []

@@ -211,8 +211,7 @@ def _unaligned(proxies: np.ndarray, aligned: np.ndarray, fitted: list[np.ndarray
     """(N,) a standardised direction of the proxies (N, M) whose correlation with ``aligned`` is
     :data:`UNALIGNED_COSINE`, its other part orthogonal to every stratifier's fit in ``fitted`` where the proxies span
     the dimensions (else to ``aligned`` alone); None where the proxies measure a single dimension."""
-    scores, values, _ = np.linalg.svd(proxies - proxies.mean(axis=0), full_matrices=False)
-    scores = scores[:, values > 1e-8 * values[0]]  # (N, r): the proxies' dimensions, orthonormal
+    scores = statistics.whitened_scores(proxies)  # (N, r): the proxies' dimensions, orthonormal
     if scores.shape[1] < 2:
         return None
     basis = np.column_stack(fitted) if scores.shape[1] > len(fitted) else aligned[:, None]
