@@ -41,7 +41,8 @@
 # the current rules (`RULES_VERSIONS` of `acgate.audit.verdicts`, a version per reference, recorded in
 # `audit_calibration.json` beside the table) and says so; `make calibrate` measures it again. Where the rules of one
 # reference changed, this notebook keeps the other reference's rows of the calibration in `tables_dir` (the same
-# settings) and trains and audits only the changed reference's family; delete that record to measure both.
+# settings) and trains and audits only the changed reference's family; a scenario added to the calibration is
+# measured alone, the rows of the others kept. Delete that record to measure everything.
 #
 # - **Inputs**: `params/audit_calibration.yaml`.
 # - **Outputs**: `<runs_dir>/audit_calibration/` (every replicate's panels, runs and audit, and `replicates.csv`),
@@ -57,7 +58,6 @@ runs_dir: str = "runs"  # replicates go to <runs_dir>/audit_calibration/
 tables_dir: str = "tables"  # audit_calibration.{csv,md,tex} go here
 figures_dir: str = "figures"  # audit_calibration.{png,pdf} go here
 # %%
-import dataclasses
 import functools
 import os
 import time
@@ -76,13 +76,13 @@ root = project_root()
 params = load_params(root / params_file)
 names = list(scenarios) or list(calibration.SCENARIOS)
 kept, kept_rows = calibration.kept_rates(root / tables_dir, params, names, negative_replicates, positive_replicates)
-measure = [reference for reference in FAMILIES if reference in params.methods and reference not in kept]
-plan = calibration.replicate_plan(names, negative_replicates, positive_replicates) if measure else []
+measure = calibration.to_measure(kept_rows, names, [r for r in FAMILIES if r in params.methods])
+plan = calibration.replicate_plan([name for name in names if measure[name]], negative_replicates, positive_replicates)
 workers = jobs or os.cpu_count() or 1
 out = root / runs_dir / "audit_calibration"
 (root / tables_dir / calibration.RECORD).unlink(missing_ok=True)  # written again last, once table and figure are
 if kept:
-    print(calibration.kept_sentence(kept, tables_dir, measure))
+    print(calibration.kept_sentence(kept, tables_dir, calibration.measured_text(measure)))
 print(f"{len(plan)} replicate audits of {len(names)} scenarios, {params.n_seeds} seeds each, "
       f"{workers} at once -> {out}")
 
@@ -92,10 +92,8 @@ print(f"{len(plan)} replicate audits of {len(names)} scenarios, {params.n_seeds}
 
 # %%
 start, started = time.perf_counter(), calibration.provenance(params)
-trained = dataclasses.replace(params, methods=tuple(calibration.family_methods(params, measure)))
-replicates = calibration.run_replicates(plan, functools.partial(calibration.run_replicate, params=trained, root=out),
-                                         jobs=workers) if plan else pd.DataFrame(columns=["reference"])
-replicates = replicates[replicates.reference.isin(measure)]
+work = functools.partial(calibration.run_replicate, params=params, root=out, measure=measure)
+replicates = calibration.run_replicates(plan, work, jobs=workers) if plan else pd.DataFrame(columns=["reference"])
 minutes = (time.perf_counter() - start) / 60
 write_csv(out / "replicates.csv", replicates, index=False)
 print(f"{len(plan)} replicates in {minutes:.1f} min ({workers} processes)")

@@ -213,3 +213,48 @@ def test_the_calibration_measures_again_only_the_reference_whose_rules_changed(t
     assert again["kept"]["acgate"]["created_utc"] == record["created_utc"]
     assert pd.read_csv(tmp_path / "runs" / "audit_calibration" / "replicates.csv").reference.unique().tolist() == [
         "moderated_dl"]
+
+
+def test_the_common_shock_control_adds_one_ar1_shock_with_loadings_that_follow_z(small):
+    """What common_shock adds to the DGP's target (the same panel draw without it) is one series f_t shared by every
+    entity (rank one), AR(1) at the scenario's coefficient with the DGP's noise sd, times loadings a + b z."""
+    import dataclasses
+
+    params = dataclasses.replace(small, synthetic=dataclasses.replace(small.synthetic, n_steps=4000, n_entities=30))
+    base = calibration.draw_panel("homogeneous_lags", params, 7)
+    added = calibration.draw_panel("common_shock", params, 7).Y.astype(float) - base.Y.astype(float)
+    coef, (a, b) = calibration.COMMON_SHOCK
+    loadings = a + b * base.truth["z"]
+    shock = added[0] / loadings[0]
+    assert np.allclose(added, np.outer(loadings, shock), atol=1e-4)  # float32 targets
+    assert abs(shock.std() / params.synthetic.noise_sd - 1) < 0.1
+    assert abs(np.corrcoef(shock[1:], shock[:-1])[0, 1] - coef) < 0.03
+
+
+def test_a_scenario_added_to_the_calibration_is_measured_alone(tmp_path, small):
+    """Beside a calibration of the same settings but for its scenarios, one that adds a scenario keeps the earlier
+    scenarios' rows of each reference whose rules are current and measures the new scenario alone; other replicate
+    counts, or rules that changed, keep nothing of them."""
+    import pandas as pd
+
+    rows = pd.DataFrame({"scenario": ["lag_free", "lag_free", "homogeneous_lags"],
+                         "reference": ["acgate", "moderated_dl", "moderated_dl"], "supported": [0, 0, 1]})
+    rows.to_csv(tmp_path / "audit_calibration.csv", index=False)
+    older = {"rules_version": verdicts.RULES_VERSIONS, "created_utc": "then",
+             "settings": calibration.settings(small, ["lag_free", "homogeneous_lags"], 3, 2)}
+    (tmp_path / calibration.RECORD).write_text(json.dumps(older, default=list))
+    names = ["lag_free", "common_shock"]
+    kept, kept_rows = calibration.kept_rates(tmp_path, small, names, 3, 2)
+    assert sorted(kept) == ["acgate", "moderated_dl"] and kept["acgate"]["created_utc"] == "then"
+    assert kept_rows.scenario.unique().tolist() == ["lag_free"]  # homogeneous_lags is not asked for
+    measure = calibration.to_measure(kept_rows, names, ["acgate", "moderated_dl"])
+    assert measure == {"lag_free": [], "common_shock": ["acgate", "moderated_dl"]}
+    assert calibration.measured_text(measure) == ["acgate in common_shock", "moderated_dl in common_shock"]
+    other, other_rows = calibration.kept_rates(tmp_path, small, names, 4, 2)
+    assert other == {} and other_rows.empty
+    stale = {**older, "rules_version": {**verdicts.RULES_VERSIONS, "acgate": verdicts.RULES_VERSIONS["acgate"] - 1}}
+    (tmp_path / calibration.RECORD).write_text(json.dumps(stale, default=list))
+    kept, kept_rows = calibration.kept_rates(tmp_path, small, names, 3, 2)
+    assert list(kept) == ["moderated_dl"]
+    assert calibration.to_measure(kept_rows, names, ["acgate", "moderated_dl"]) == {
+        "lag_free": ["acgate"], "common_shock": ["acgate", "moderated_dl"]}

@@ -17,7 +17,9 @@ Scenarios (the sizes come from ``params/audit_calibration.yaml``):
   of the proxies and every method's forecast is persistence), ``effect_size`` and ``noise_scale`` (the same lags for
   all; the proxies' z sets the size of the lagged effect, or the noise), ``ar_noise`` and ``persistent_noise`` (the
   same lags, AR(1) noise of coefficient 0.5, and 0.95 as in the economics panel),
-  ``threshold_driver`` (the same lags, a hinge driver) and ``random_lags`` (lags that differ apart from the proxies);
+  ``threshold_driver`` (the same lags, a hinge driver), ``common_shock`` (the same lags, and a persistent shock
+  common to all entities whose loadings follow the proxies' z, as country panels share recessions that hit rich
+  countries harder) and ``random_lags`` (lags that differ apart from the proxies);
 - positive controls, with lags that differ by entity as the moderator says: ``linear``, ``nonlinear``,
   ``two_regime`` (lag 3 where the moderator z >= 0.5, lag K below) and ``weak_proxies`` (the linear map seen
   through noisier proxies).
@@ -90,11 +92,18 @@ WEAK_PROXY_NOISE_SD = 0.2  # weak_proxies: the proxies' noise sd (0.0525 in the 
 AR_NOISE = {"ar_noise": (0.5, 0.3), "persistent_noise": (0.95, 1.0)}
 
 
+# common_shock: f_t, AR(1) of this coefficient, stationary from the first step with the DGP's noise sd, times each
+# entity's loading a + b z (a quarter to 1.75, as EFFECT_SIZE): with the DGP's noise the shock holds about half of the
+# noise's variance, as the common factor of the real panels' residuals holds 35-45 %
+COMMON_SHOCK = (0.8, EFFECT_SIZE)
+
+
 @dataclass(frozen=True)
 class Scenario:
     control: str  # negative or positive: whether the proxies hold lag information (the truth of L1, L2 and L3)
     dgp_scenario: str  # the lag-centre map of acgate.data.dgp
-    target: str = "dgp"  # dgp, or what replaces it: noise, constant, effect_size, noise_scale or random_lags
+    target: str = "dgp"  # dgp, or what replaces or joins it: noise, constant, effect_size, noise_scale, ar_noise,
+    #                      common_shock or random_lags
     shuffle_proxies: bool = False
     trained: bool = True
     lags_differ: bool = True  # whether the entities' lags differ at all (the truth of the lags-differ statement)
@@ -126,6 +135,10 @@ SCENARIOS = {
     "threshold_driver": Scenario("negative", "constant", lags_differ=False, synthetic=(("driver", "threshold"),),
                                  description="lag centre 5 for all; the lagged inputs pass through a hinge, which a "
                                              "linear distributed lag misrepresents"),
+    "common_shock": Scenario("negative", "constant", target="common_shock", lags_differ=False,
+                             description=f"lag centre 5 for all; a common AR(1) shock (coefficient {COMMON_SHOCK[0]}, "
+                                         "the noise's sd) whose loadings follow the proxies' z "
+                                         f"({COMMON_SHOCK[1][0]} + {COMMON_SHOCK[1][1]} z)"),
     "random_lags": Scenario("negative", "constant", target="random_lags",
                             description=f"lag centres drawn at random from {RANDOM_CENTRES[0]}..{RANDOM_CENTRES[1]}, "
                                         "apart from the proxies"),
@@ -175,6 +188,13 @@ def draw_panel(name: str, params: Params, panel_seed: int) -> Panel:
         for t in range(1, y.shape[1]):
             noise[:, t] = coef * noise[:, t - 1] + innovations[:, t]
         y = y + noise
+    elif scenario.target == "common_shock":
+        coef, (a, b) = COMMON_SHOCK
+        shock = np.empty(y.shape[1])
+        shock[0] = rng.normal(0, cfg.noise_sd)  # the stationary distribution
+        for t in range(1, y.shape[1]):
+            shock[t] = coef * shock[t - 1] + rng.normal(0, cfg.noise_sd * np.sqrt(1 - coef ** 2))
+        y = y + (a + b * z)[:, None] * shock[None, :]
     elif scenario.target == "random_lags":
         centre = rng.integers(RANDOM_CENTRES[0], RANDOM_CENTRES[1] + 1, len(z))
         weights = dgp.lag_weights(centre, cfg.lag_horizon, cfg.lag_width)
@@ -218,16 +238,21 @@ def _write_lag_free_runs(panel: Panel, params: Params, seed: int, runs_root: Pat
                                           **{split: {"n": int((preds.split == split).sum())} for split in SPLITS}})
 
 
-def run_replicate(name: str, replicate: int, params: Params, root: Path) -> list[dict]:
+def run_replicate(name: str, replicate: int, params: Params, root: Path,
+                  measure: dict[str, list[str]] | None = None) -> list[dict]:
     """Train (or, for lag_free, write) every seed of one replicate under ``root`` and audit it; returns one record
     per reference (AC-GATE, the moderated distributed lag) with both rule sets' verdicts, the L2 test alone, and the
-    seconds the replicate took."""
+    seconds the replicate took. ``measure`` (:func:`to_measure`): per scenario, the references whose families the
+    replicate trains and records (:func:`family_methods`); None: every method of ``params``, every reference."""
     from acgate.models.runner import (
         run_seeds,  # torch: imported where replicates train, not where a grid checks its plan
     )
 
     start = time.perf_counter()
     scenario = SCENARIOS[name]
+    references = measure[name] if measure is not None else list(FAMILIES)
+    if measure is not None:
+        params = dataclasses.replace(params, methods=tuple(family_methods(params, references)))
     params = dataclasses.replace(params, domain=f"{name}_r{replicate:03d}")
     runs_root, data_root = Path(root) / "runs", Path(root) / "data"
     projection = np.random.default_rng([replicate, 2]).normal(size=len(dgp.PROXY_NAMES))
@@ -243,9 +268,10 @@ def run_replicate(name: str, replicate: int, params: Params, root: Path) -> list
         run_seeds(panels, params, method, runs_root, log=lambda _: None)
     result = audit.audit_domain(params, runs_root, data_root)
     result.write(audit_dir(runs_root, params.domain))
-    return replicate_records(result, params.audit, {"scenario": name, "control": scenario.control,
-                                                    "lags_differ_truth": scenario.lags_differ, "replicate": replicate},
-                             round(time.perf_counter() - start, 2))
+    records = replicate_records(result, params.audit, {"scenario": name, "control": scenario.control,
+                                                       "lags_differ_truth": scenario.lags_differ,
+                                                       "replicate": replicate}, round(time.perf_counter() - start, 2))
+    return [record for record in records if record["reference"] in references]  # lag_free writes both families
 
 
 def replicate_records(result: audit.AuditResult, cfg: AuditConfig, about: dict, seconds: float) -> list[dict]:
@@ -335,18 +361,43 @@ def write_record(tables_dir: Path, params: Params, names: list[str], negative: i
 
 def kept_rates(tables_dir: Path, params: Params, names: list[str], negative: int, positive: int
                ) -> tuple[dict, pd.DataFrame]:
-    """What a calibration with these settings keeps of the one in ``tables_dir`` (:func:`kept_rows`), where its
-    settings are these; nothing where there is no such calibration."""
+    """What a calibration of ``names`` with these settings keeps of the one in ``tables_dir``: the rows of each
+    reference measured under its current rules (:func:`kept_rows`) in the scenarios of ``names`` that calibration
+    measured, where its other settings are these (so a scenario added to the calibration is measured alone); and per
+    kept reference where its rows come from. Nothing where there is no such calibration."""
     path, table = Path(tables_dir) / RECORD, Path(tables_dir) / "audit_calibration.csv"
     try:
         record = json.loads(path.read_text())
         rows = pd.read_csv(table)
     except (OSError, ValueError):  # missing or unreadable (JSONDecodeError and pandas' errors are ValueErrors)
         return {}, pd.DataFrame()
-    if not isinstance(record, dict) or record.get("settings") != json.loads(
-            json.dumps(settings(params, names, negative, positive))):
+    if not isinstance(record, dict) or not isinstance(record.get("settings"), dict):
         return {}, pd.DataFrame()
-    return kept_rows(record, rows)
+    ours = json.loads(json.dumps(settings(params, names, negative, positive)))
+    theirs = record["settings"]
+    if {k: v for k, v in theirs.items() if k != "scenarios"} != {k: v for k, v in ours.items() if k != "scenarios"}:
+        return {}, pd.DataFrame()
+    origin, rows = kept_rows(record, rows)
+    if rows.empty:
+        return origin, rows
+    rows = rows[rows.scenario.isin(set(names) & set(theirs.get("scenarios") or ()))]
+    return {r: o for r, o in origin.items() if r in set(rows.reference)}, rows
+
+
+def to_measure(kept: pd.DataFrame, names: list[str], references: list[str]) -> dict[str, list[str]]:
+    """Per scenario of ``names``: the references of ``references`` whose rows the ``kept`` rows
+    (:func:`kept_rates`) lack, whose replicates a calibration must therefore train and audit."""
+    have = set(zip(kept.scenario, kept.reference, strict=True)) if len(kept) else set()
+    return {name: [r for r in references if (name, r) not in have] for name in names}
+
+
+def measured_text(measure: dict[str, list[str]]) -> list[str]:
+    """What :func:`to_measure` asks to measure, per reference: its name where it is measured in every scenario, else
+    its name with the scenarios ("acgate in common_shock")."""
+    references = list(dict.fromkeys(r for found in measure.values() for r in found))
+    return [reference if all(reference in found for found in measure.values())
+            else f"{reference} in {', '.join(n for n, found in measure.items() if reference in found)}"
+            for reference in references]
 
 
 def kept_rows(record: dict, rows: pd.DataFrame) -> tuple[dict, pd.DataFrame]:
