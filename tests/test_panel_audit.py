@@ -156,6 +156,46 @@ def test_a_frame_indexed_by_entity_and_time_is_taken_as_it_is(tmp_path):
         acgate.audit_panel(indexed, features=["driver"], static=["not_there"], workdir=tmp_path, **CALL)
 
 
+def test_a_study_the_disk_cannot_hold_stops_before_anything_is_written(tmp_path, monkeypatch):
+    """Within the size limits a study can still outgrow its disk (10,000 replicates of every scenario: hundreds of GB
+    of runs, found hours in); the call estimates its runs' bytes first and stops naming both figures."""
+    import shutil
+
+    from acgate.audit import panel_matched
+
+    usage = shutil.disk_usage(tmp_path)
+    monkeypatch.setattr(panel_matched.shutil, "disk_usage", lambda _: usage._replace(free=50_000_000))
+    with pytest.raises(ValueError, match=r"the study would write about 0\.[1-9] GB of runs under .* that disk has 0.1 "
+                                         r"GB free: ask for fewer replicates \(study_replicates"):
+        acgate.audit_panel(example_frame(), features=["driver"], workdir=tmp_path, study_replicates=2,
+                           study_null_replicates=2, **CALL)
+    assert not any(tmp_path.iterdir())
+    one = panel_matched.study_bytes([("one_curve", 0)], 0, {False: 4, True: 8}, 5, 88, 44)
+    assert 4.8e6 <= one <= 2 * 4.8e6  # one classical replicate of the economics panel left 4.8 MB
+
+
+def test_a_frame_whose_column_labels_are_integers_is_read_by_their_text(tmp_path):
+    """A frame made from a NumPy array has the labels 0, 1, 2, ...: they were refused as "not a column name"; they are
+    read as their text, as the audit's CSV header and params file write them. 0 and "0" in one frame are named."""
+    import yaml
+
+    frame = example_frame()
+    number = {name: i for i, name in enumerate(frame.columns)}
+    numbered = frame.rename(columns=number)
+    result = acgate.audit_panel(numbered, entity=number["region"], time=number["year"], target=number["outcome"],
+                                features=[number["driver"]],
+                                proxies=[f"mean:{number['capacity']}", f"mean:{number['openness']}"],
+                                methods=["moderated_dl"], seeds=1, study_replicates=0, workdir=tmp_path,
+                                log=lambda _: None)
+    data = yaml.safe_load((tmp_path / "params" / "my_panel.yaml").read_text().split("\n", 1)[1])["data"]
+    assert (data["entity_column"], data["features"]) == (str(number["region"]), [str(number["driver"])])
+    assert result.report.is_file() and set(result.verdicts.reference) >= {"moderated_dl"}
+    clash = frame.assign(**{"0": 1.0}).rename(columns={"region": 0})
+    with pytest.raises(ValueError, match=r"the frame's columns 0, '0' are the same name once written as text"):
+        acgate.audit_panel(clash, entity=0, time="year", target="outcome", features=["driver"],
+                           proxies=["mean:capacity"], workdir=tmp_path / "clash", log=lambda _: None)
+
+
 def test_entities_left_out_by_preparation_are_named_at_the_call(tmp_path):
     """An entity with 3 rows was dropped without a word ("40 entities" for 41 given); the call now says which
     and why before anything trains."""

@@ -163,7 +163,8 @@ def audit_panel(frame: pd.DataFrame, *, entity: str, time: str, target: str, fea
     frame : pandas.DataFrame
         One row per entity and time, with the columns named below (others are ignored).
     entity, time : str
-        The columns of the entity ids and of the time (whole numbers, one step apart: years, or steps).
+        The columns of the entity ids and of the time (whole numbers, one step apart: years, or steps). Integer
+        column labels (a frame made from an array) are read as their text, here and in every argument below.
     target : str
         The column forecast.
     features : sequence of str
@@ -194,7 +195,8 @@ def audit_panel(frame: pd.DataFrame, *, entity: str, time: str, target: str, fea
         times a classical one's cost; about 20 measure AC-GATE's rates, which are "not measured" with 0), seeds
         each, and surrogates of each null scenario (0: ``study_replicates``; 36 with no false support bound the
         worst null class's rate below 10 %) (the workflow's ``panel_matched_*`` settings). More replicates make its
-        error rates more precise and take longer.
+        error rates more precise, take longer and leave more runs on disk (a classical replicate of an 88 x 44
+        panel about 5 MB; a study the disk cannot hold stops before anything is written).
         ``study_replicates=0`` leaves the study out: no error rates beside the verdicts.
     jobs : int, default 0
         Replicates of the study run at once, one process each; 0: one per CPU core.
@@ -225,6 +227,11 @@ def audit_panel(frame: pd.DataFrame, *, entity: str, time: str, target: str, fea
                             "arguments (seeds=, max_lag=, split=, ...); any other setting goes in as a section, e.g. "
                             "train={'max_epochs': 100} (docs/parameters.md lists the sections)")
     frame = _long_frame(frame, entity, time)
+    if not all(isinstance(label, str) for label in frame.columns):  # e.g. a frame made from a NumPy array
+        frame = _text_labels(frame)
+        entity, time, target = str(entity), str(time), str(target)
+        features, proxies, stratifiers, static = ([str(v) for v in values]
+                                                  for values in (features, proxies, stratifiers, static))
     columns = [entity, time, target, *features, *(prep.parse_summary(spec)[1] for spec in
                                                  (*proxies, *stratifiers, *static))]
     if isinstance(settings.get("audit"), dict) and settings["audit"].get("true_lag"):
@@ -249,6 +256,13 @@ def audit_panel(frame: pd.DataFrame, *, entity: str, time: str, target: str, fea
     for section, values in settings.items():
         spec[section] = {**spec.get(section, {}), **values}
     params = params_from_dict(spec, f"audit_panel({domain!r})")
+    if study_replicates > 0:  # at most every scenario: the disk must hold the study's runs before anything is written
+        order = panel_matched.plan(list(panel_matched.SCENARIOS), study_replicates, study_neural_replicates,
+                                   study_null_replicates)
+        counts = {neural: len(panel_matched.methods(params, neural)) for neural in (False, True)}
+        panel_matched.check_room(workdir / "runs", panel_matched.study_bytes(
+            order, study_neural_replicates, counts, study_seeds, frame[entity].nunique(), last - first + 1),
+            "study_replicates, study_neural_replicates, study_null_replicates")
     _write_if_changed(csv, frame[list(dict.fromkeys(columns))].to_csv(index=False))
     _write_if_changed(workdir / "params" / f"{domain}.yaml", WRITTEN_BY + yaml.safe_dump(spec, sort_keys=False))
     data_root, runs_root = workdir / "data", workdir / "runs"
@@ -350,6 +364,18 @@ def _long_frame(frame: pd.DataFrame, entity: str, time: str) -> pd.DataFrame:
         raise TypeError(f"column {time!r} holds {frame[time].dtype} values: times are whole numbers (years, or steps "
                         f"0, 1, 2, ...); pass frame.assign({time}=frame[{time!r}].dt.year) for yearly data")
     return frame
+
+
+def _text_labels(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with its column labels as text (0 -> "0"), as a params file and a CSV header hold them; the arguments
+    that name its columns are read as their text too. Two labels with one text (0 and "0") stop with both named."""
+    text = [str(label) for label in frame.columns]
+    clashes = [label for label in frame.columns if text.count(str(label)) > 1]
+    if clashes:
+        raise ValueError(f"the frame's columns {', '.join(map(repr, clashes))} are the same name once written as text, "
+                         "as the audit's CSV and params file write them; rename one, e.g. "
+                         "frame.rename(columns={0: 'x0'})")
+    return frame.set_axis(text, axis=1)
 
 
 def _own_folder(workdir: str | Path, domain: str) -> Path:

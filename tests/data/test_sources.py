@@ -100,6 +100,25 @@ def test_malformed_csv_names_the_file_and_the_fix(tmp_path, content, message):
         sources.load_csv(csv, "region", "year")
 
 
+def test_a_field_longer_than_the_csv_modules_limit_is_read_or_named_with_its_line(tmp_path):
+    """A 300 kB text cell (over the csv module's 128 KiB field limit, which stopped the scan with "field larger than
+    field limit" and no file or line) is read as pandas reads it; a quote that never closes before such a stretch is
+    named as the cause, with the file; the csv module's limit is left as it was."""
+    import csv as csv_module
+
+    long = "a" * 300_000
+    csv = tmp_path / "mine.csv"
+    csv.write_text(f"region,year,v,note\nA,2000,1,{long}\nA,2001,2,short\n")
+    limit = csv_module.field_size_limit()
+    frame = sources.load_csv(csv, "region", "year")
+    assert frame.note.str.len().tolist() == [300_000, 5] and csv_module.field_size_limit() == limit
+    csv.write_text(f'region,year,v,note\nA,2000,1,short\nA,2001,2,"{long}\nA,2002,3,x\n')
+    with pytest.raises(sources.SourceError, match=r"mine.csv: pandas cannot read it .* a quote \(\"\) that opens a "
+                                                  r"field and never closes is the usual cause"):
+        sources.load_csv(csv, "region", "year")
+    assert csv_module.field_size_limit() == limit
+
+
 def test_a_last_line_without_a_line_break_is_named_as_possibly_cut(tmp_path):
     """All its fields are there, so only the missing line break can tell that '0.51' may be '0.5132' cut off."""
     csv = tmp_path / "mine.csv"

@@ -282,18 +282,24 @@ def _too_few_fields(path: Path, line: int, row: list[str], expected: int) -> Sou
 def _scan(path: Path) -> np.ndarray:
     """The file line of each data row of a user's CSV (what pandas reads as row i starts on line lines[i]), checking
     on the way what pandas reads wrongly or without naming the file: a repeated column name, a line with more or
-    fewer fields than the header."""
-    with open(path, encoding="utf-8-sig", newline="") as f:  # -sig: pandas, too, drops a byte-order mark
-        records = _records(f)
-        header = next(records, (1, []))[1]
-        _check_header(header, path)
-        lines = []
-        for line, row in records:
-            if len(row) > len(header):
-                raise _too_many_fields(path, line, row, len(header))
-            if len(row) < len(header):
-                raise _too_few_fields(path, line, row, len(header))
-            lines.append(line)
+    fewer fields than the header. A field may be as long as the file (pandas reads one of any length; the csv
+    module's own limit, 128 KiB, stopped a long text cell with no file or line), the limit restored after."""
+    limit = csv.field_size_limit()
+    csv.field_size_limit(max(limit, path.stat().st_size + 1))
+    try:
+        with open(path, encoding="utf-8-sig", newline="") as f:  # -sig: pandas, too, drops a byte-order mark
+            records = _records(f)
+            header = next(records, (1, []))[1]
+            _check_header(header, path)
+            lines = []
+            for line, row in records:
+                if len(row) > len(header):
+                    raise _too_many_fields(path, line, row, len(header))
+                if len(row) < len(header):
+                    raise _too_few_fields(path, line, row, len(header))
+                lines.append(line)
+    finally:
+        csv.field_size_limit(limit)
     _check_last_line(path, lines[-1] if lines else None)
     return np.array(lines, dtype=int)
 
