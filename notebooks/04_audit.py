@@ -49,7 +49,7 @@ import pandas as pd
 from IPython.display import display
 
 from acgate.audit.domain_audit import audit_domain, audit_request, other_request, over_seeds
-from acgate.audit.panel_matched import RECORD, current_rates
+from acgate.audit.panel_matched import RECORD, at_seeds, current_rates
 from acgate.audit.run_folders import load_panel
 from acgate.layout import audit_dir, grid_folders, panel_matched_dir, shown
 from acgate.notebook.resolve import resolve
@@ -76,9 +76,11 @@ if not overwrite and (other := other_request(out_dir, audit_request(params, seed
 result = audit_domain(params, runs_root, data_root, seeds, methods)
 if params.data is not None:  # a data domain: the error rates of a panel-matched study (07) that is current for it:
     #   this grid's own, else the copy beside this grid's tables or the repository's (committed: economics, energy)
-    result.error_rates = current_rates([panel_matched_dir(runs_root, params.domain) / RECORD,
-                                        *(folder / f"{params.domain}_panel_matched.json" for folder in tables)],
-                                       load_panel(data_root, params.domain, 0), params)
+    #   (an AC-GATE rate only where the study's replicates have this audit's seed count: at_seeds)
+    studies = [panel_matched_dir(runs_root, params.domain) / RECORD,
+               *(folder / f"{params.domain}_panel_matched.json" for folder in tables)]
+    result.error_rates = at_seeds(current_rates(studies, load_panel(data_root, params.domain, 0), params),
+                                  result.request["seeds"])
 result.write(out_dir)
 print(f"audited {params.domain}: {result.l0.seed.nunique()} seeds x {result.l0.method.nunique()} methods "
       f"-> {shown(out_dir)}")

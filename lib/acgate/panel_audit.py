@@ -292,7 +292,8 @@ def audit_panel(frame: pd.DataFrame, *, entity: str, time: str, target: str, fea
         wanted = {"replicates": study_replicates, "neural_replicates": study_neural_replicates, "seeds": study_seeds,
                   **({"null_replicates": study_null_replicates}
                      if study_null_replicates not in (0, study_replicates) else {})}
-        result.error_rates = _study(panel, params, panel_matched_dir(runs_root, domain), wanted, jobs, log)
+        result.error_rates = panel_matched.at_seeds(
+            _study(panel, params, panel_matched_dir(runs_root, domain), wanted, jobs, log), seeds)
     out = audit_dir(runs_root, domain)
     result.write(out)
     from acgate.report.audit_page import write_audit_report  # matplotlib: imported where the report is drawn

@@ -97,6 +97,33 @@ def test_the_glance_states_each_rules_error_rates_or_why_they_were_not_measured(
     assert stale["AC-GATE"].iloc[1].startswith("not measured: the study measured them under other rules")
 
 
+def test_each_glance_cell_says_whether_its_rate_on_the_panel_is_measured(tiny_grid):
+    """A green "supported" stood in the glance table while its rate on the panel was "not measured", said only in the
+    table below: each L1-L3 cell now carries its worst null's false supports or "rate not measured". An AC-GATE rate
+    measured on replicates of 5 seeds does not stand beside verdicts of 3 (its tests run over seeds); the classical
+    reference's fits read no seed, and its rates stand."""
+    import dataclasses
+
+    from acgate.audit import panel_matched
+    from acgate.report.audit_page import rate_in_cell, rates_at_a_glance
+
+    result = tiny_grid[0]
+    assert "rate not measured" in tiny_grid[4].read_text()  # no study beside the example's grid
+    rate = {"false_support": {"supported": 6, "replicates": 240}, "smallest_detectable": 1.0,
+            "worst_null": {"scenario": "effect_size", "supported": 4, "replicates": 40}}
+    study = {"note": "", "settings": {"neural_replicates": 20, "seeds": 5},
+             "error_rates": {"moderated_dl": {"L1": rate}, "acgate": {"L1": rate}}}
+    assert rate_in_cell(study, "moderated_dl", "L1") == "false in 4/40 nulls of its worst"
+    assert rate_in_cell(study, "moderated_dl", "L2") == "rate not measured"
+    assert panel_matched.at_seeds(study, 5) == study
+    three = panel_matched.at_seeds(study, 3)
+    assert list(three["error_rates"]) == ["moderated_dl"] and three["seeds_differ"] == ["acgate"]
+    table = rates_at_a_glance(dataclasses.replace(result, error_rates=three), ["acgate", "moderated_dl"])
+    assert table["AC-GATE"].iloc[1] == ("not measured: the study's replicates have 5 seeds and this audit 3, and "
+                                        "AC-GATE's verdicts test over seeds")
+    assert table["Moderated DL"].iloc[1].startswith("false in 4 of 40 of its worst null")
+
+
 def test_a_blind_ac_gate_not_certified_points_to_the_classical_reference():
     """Where AC-GATE detects a 1-lag spread in under half as many surrogates as the moderated distributed lag, its
     L1 or L2 "not certified" says little, and the warning names the classical one; not where it keeps up, nor for a

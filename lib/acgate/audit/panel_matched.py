@@ -68,7 +68,7 @@ from acgate import statistics
 from acgate.audit import calibration, gls, noise
 from acgate.audit import domain_audit as audit
 from acgate.audit.verdicts import FAMILIES, RULES_VERSIONS, rules_versions, versions_text
-from acgate.config import Params
+from acgate.config import GATE_METHODS, Params
 from acgate.data.panel import Normalisers, Panel
 from acgate.layout import audit_dir, method_dir, panel_dir, shown
 from acgate.models.classical import fit_classical, intercepts, lag_profile, moderators, standardise
@@ -752,6 +752,17 @@ def read_rates(path: Path, panel: Panel, params: Params) -> dict:
     return {"note": "", "settings": record["settings"],
             "error_rates": {r: rates for r, rates in record["error_rates"].items() if r in current},
             "stale": stale, "created_utc": record.get("created_utc"), "file": shown(path)}
+
+
+def at_seeds(rates: dict, seeds: int) -> dict:
+    """:func:`read_rates`' ``rates`` for an audit of ``seeds`` seeds: a gate model's verdicts test over seeds, so its
+    rates measured on replicates of another seed count are left out (their references named in ``seeds_differ``);
+    the classical reference's fits read no seed, and its rates stand at any count."""
+    if rates.get("note") or rates.get("settings", {}).get("seeds") == seeds:
+        return rates
+    differ = [r for r in rates.get("error_rates", {}) if r in GATE_METHODS]
+    return {**rates, "error_rates": {r: v for r, v in rates["error_rates"].items() if r not in differ},
+            "seeds_differ": differ, "audit_seeds": seeds}
 
 
 def kept_rates(path: Path, source: Source, params: Params, names: list[str], settings: dict

@@ -162,6 +162,32 @@ def _calibration_sentence(calibration: dict, reference: str, layer: str) -> str 
             + "; by ".join(said) + " (right: none of the negatives, all of the positives)")
 
 
+def unmeasured(study: dict, reference: str) -> str:
+    """Why the panel-matched ``study`` (``AuditResult.error_rates``) gives no rate of ``reference``."""
+    settings = study.get("settings", {})
+    if not study.get("error_rates") and not study.get("seeds_differ"):
+        return study.get("note") or "no panel-matched study"
+    if reference in study.get("stale", []):
+        return "the study measured them under other rules; run it again (07_panel_matched measures only what changed)"
+    if reference in study.get("seeds_differ", []):
+        return (f"the study's replicates have {settings.get('seeds')} seeds and this audit {study.get('audit_seeds')}, "
+                f"and {render.readable(reference)}'s verdicts test over seeds")
+    return (f"the study trained no {render.readable(reference)} replicates (neural_replicates "
+            f"{settings.get('neural_replicates', 0)}; about 20 a scenario measure its rates, each costing 7-17 "
+            "classical ones)")
+
+
+def rate_in_cell(study: dict, reference: str, layer: str) -> str:
+    """What a glance cell of ``reference`` and ``layer`` (L1-L3) says of its rate on this panel: the false supports
+    of its worst null, or "rate not measured"."""
+    rate = study.get("error_rates", {}).get(reference, {}).get(layer)
+    if rate is None:
+        return "rate not measured"
+    worst = rate.get("worst_null") or rate["false_support"]
+    return f"false in {worst['supported']}/{worst['replicates']} nulls" + (" of its worst" if rate.get("worst_null")
+                                                                          else "")
+
+
 def rates_at_a_glance(result: AuditResult, references: list[str]) -> pd.DataFrame:
     """Per layer (and the lags-differ statement) and reference: the panel-matched false supports and the smallest
     spread detected in 80 % of surrogates, or "not measured" and why."""
@@ -170,13 +196,7 @@ def rates_at_a_glance(result: AuditResult, references: list[str]) -> pd.DataFram
 
     def said(rate: dict | None, reference: str) -> str:
         if rate is None:
-            why = (study.get("note") or "no panel-matched study") if not rates else (
-                "the study measured them under other rules; run it again (07_panel_matched measures only what "
-                "changed)") if reference in study.get("stale", []) else (
-                f"the study trained no {render.readable(reference)} replicates (neural_replicates "
-                f"{study.get('settings', {}).get('neural_replicates', 0)}; about 20 a scenario measure its rates, "
-                "each costing 7-17 classical ones)")
-            return f"not measured: {why}"
+            return f"not measured: {unmeasured(study, reference)}"
         false, worst = rate["false_support"], rate.get("worst_null") or {}
         smallest = rate.get("smallest_detectable")
         power = (f"detects a spread of {smallest:g} lag{'s' if smallest != 1 else ''} in 80 %"
@@ -240,9 +260,14 @@ def _verdicts(page: Page, result: AuditResult, calibration: dict) -> None:
         found = numbers.get((reference, "matched", layer))
         return f"; says little here: W{found[0]}" if found else ""
 
-    glance = pd.DataFrame({render.readable(r): [f"{result.verdicts_by_reference[r]['calibrated'][layer]['verdict']} "
-                                                f"(paper: {result.verdicts_by_reference[r]['paper'][layer]['verdict']}"
-                                                f"{no_evidence(r, layer)})" for layer in LAYERS] for r in references},
+    def cell(reference: str, layer: str) -> str:
+        found = result.verdicts_by_reference[reference]
+        rate = f"; {rate_in_cell(result.error_rates, reference, layer)}" if layer in STATEMENTS and \
+            found["calibrated"][layer]["verdict"] != "not claimed" else ""
+        return (f"{found['calibrated'][layer]['verdict']} (paper: {found['paper'][layer]['verdict']}{rate}"
+                f"{no_evidence(reference, layer)})")
+
+    glance = pd.DataFrame({render.readable(r): [cell(r, layer) for layer in LAYERS] for r in references},
                           index=[f"{layer} {LAYER_TITLES[layer]}" for layer in LAYERS])
     differs = result.lags_differ.get("verdict", "")
     glance.loc["lags differ at all"] = f"{differs} (W{numbers[('', 'matched', 'lags differ')][0]}: no evidence here)" \
