@@ -298,7 +298,7 @@ def replicate_records(result: audit.AuditResult, cfg: AuditConfig, about: dict, 
         record["L2_permutation_alone"] = ("supported" if any(p < cfg.alpha and agree[i] for i, p in plain.items())
                                           else "not certified")  # NaN: an untested stratifier passes nothing
         record["lags_differ"] = result.lags_differ["verdict"]
-        record["lags_changed"] = "not certified" if lags_changed(cfg.alpha, result.lag_tests).empty else "supported"
+        record["lags_changed"] = "supported" if lags_changed(cfg.alpha, result.lag_tests) else "not certified"
         record["kstar_sd"] = float(result.l1[result.l1.method == reference].kstar_sd.mean())
         records.append(record)
     return records

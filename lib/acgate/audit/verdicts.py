@@ -611,19 +611,37 @@ def _interactions(cfg: AuditConfig, l1: pd.DataFrame, lag_tests: pd.DataFrame) -
                 f"against the GLS fit's: Spearman {tested.kstar_agreement.median():.2f}")
     supported = p_scaled < alpha and p_shared < alpha and share >= cfg.l1_min_share
     return cell("supported" if supported else "not certified", rule, evidence,
-                edge_warning(cfg, mine) + common_shock_warning(alpha, tested))
+                edge_warning(cfg, mine) + common_shock_warning(alpha, tested) + stability_warning(alpha, tested))
 
 
-def lags_changed(alpha: float, lag_tests: pd.DataFrame) -> pd.DataFrame:
-    """The rows of ``lag_tests`` (one per panel) whose stability test rejects at ``alpha``
-    (:func:`acgate.audit.gls.stability_test`: the early and the late years' moderated lag maps differ); empty where
-    none does or none was tested. Evidence only, in no verdict and no warning: on the calibration's control panels,
-    whose lags never change over time, it rejects wherever the moderated model misses lag structure that holds in
-    both halves (lags that differ beyond the proxies: 47-50 of 50; lag maps nonlinear in the proxies: 18-21 of 30)
-    and in 12-26 % of the others, so it cannot yet tell a change over time from a misfit."""
-    if "stable_p" not in lag_tests:
-        return lag_tests.iloc[:0]
-    return lag_tests[lag_tests.stable_p < alpha]
+def lags_changed(alpha: float, lag_tests: pd.DataFrame) -> dict:
+    """Whether the lags changed over time (:func:`acgate.audit.gls.stability_test`: the early and the late years'
+    moderated lag maps differ, against each entity's own stable curves): its p (Fisher's combination where several
+    panels were tested), the first time of the late half and the mean k* of each half, where that p is below
+    ``alpha``; an empty dict where it is not, or where no panel was tested."""
+    tested = lag_tests[lag_tests.stable_p.notna()] if "stable_p" in lag_tests else lag_tests.iloc[:0]
+    if tested.empty:
+        return {}
+    p = float(tested.stable_p.iloc[0]) if len(tested) == 1 else fisher_combined(tested.stable_p)
+    if not p < alpha:
+        return {}
+    return {"p": p, "panels": len(tested), "first_late": tested.stable_first_late.iloc[0],
+            "kstar_early": float(tested.stable_kstar_early.mean()),
+            "kstar_late": float(tested.stable_kstar_late.mean()),
+            "change": float(tested.stable_kstar_mean_abs_change.mean())}
+
+
+def stability_warning(alpha: float, lag_tests: pd.DataFrame) -> list[str]:
+    """A warning (in a list) where the lags changed over time (:func:`lags_changed`): every lag verdict then reads an
+    average of two lag maps, and the held-out years follow the later one."""
+    changed = lags_changed(alpha, lag_tests)
+    if not changed:
+        return []
+    return [f"the lags changed over time: the moderated lag map of the years from {changed['first_late']} differs "
+            f"from the one before (stability test p {format_p(changed['p'])} against each entity's own stable "
+            f"curves; mean k* {changed['kstar_early']:.2f} before, {changed['kstar_late']:.2f} from then, an entity's "
+            f"k* {changed['change']:.2f} lags apart on average): every lag verdict reads an average of the two maps, "
+            "and the held-out years follow the later one; audit the two periods apart (split=) to see each"]
 
 
 def common_shock_warning(alpha: float, tested: pd.DataFrame) -> list[str]:

@@ -260,14 +260,14 @@ def _verdicts(page: Page, result: AuditResult, calibration: dict) -> None:
         found = numbers.get((reference, "matched", layer))
         return f"; says little here: W{found[0]}" if found else ""
 
-    def cell(reference: str, layer: str) -> str:
+    def glance_cell(reference: str, layer: str) -> str:
         found = result.verdicts_by_reference[reference]
         rate = f"; {rate_in_cell(result.error_rates, reference, layer)}" if layer in STATEMENTS and \
             found["calibrated"][layer]["verdict"] != "not claimed" else ""
         return (f"{found['calibrated'][layer]['verdict']} (paper: {found['paper'][layer]['verdict']}{rate}"
                 f"{no_evidence(reference, layer)})")
 
-    glance = pd.DataFrame({render.readable(r): [cell(r, layer) for layer in LAYERS] for r in references},
+    glance = pd.DataFrame({render.readable(r): [glance_cell(r, layer) for layer in LAYERS] for r in references},
                           index=[f"{layer} {LAYER_TITLES[layer]}" for layer in LAYERS])
     differs = result.lags_differ.get("verdict", "")
     glance.loc["lags differ at all"] = f"{differs} (W{numbers[('', 'matched', 'lags differ')][0]}: no evidence here)" \

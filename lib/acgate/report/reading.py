@@ -22,8 +22,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from acgate.audit.domain_audit import AuditResult, reference_config
-from acgate.audit.verdicts import GATE_METHODS, GLS_FIT, heterogeneity_comparators
+from acgate.audit.verdicts import GATE_METHODS, GLS_FIT, heterogeneity_comparators, lags_changed
 from acgate.report.render import readable
+from acgate.statistics import format_p
 
 # a feature's pooled curve with this share of its weight against its sign, or features whose pooled k* differ by this
 # many lags, is what one positive lag distribution for every feature cannot hold
@@ -185,6 +186,10 @@ def readings(result: AuditResult) -> dict[str, str]:
             why = "; ".join(f"{readable(r)}: {', '.join(reasons)}" for r in result.verdicts_by_reference
                             if (reasons := shortfalls(result, r, layer)))
         out[layer] = f"{found.verdict}{by}" + (f"; {why}" if why else "")
+    if changed := lags_changed(result.config.alpha, result.lag_tests):  # every layer reads an average of two maps
+        out["L1"] += (f"; but the lags changed over time (stability test p {format_p(changed['p'])}; mean k* "
+                      f"{changed['kstar_early']:.2f} before {changed['first_late']}, {changed['kstar_late']:.2f} "
+                      "from then): this describes an average of the two periods")
     out["lags differ"] = lags_differ_reading(result, with_why=False) or "not claimed"
     return out
 
