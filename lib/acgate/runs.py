@@ -284,8 +284,9 @@ def _installed_versions() -> tuple[tuple[str, str], ...]:
 
 
 def machine() -> dict:
-    """The machine a run used: CPU model, cores, memory, host name and platform, and what decides its float32 kernels
-    (``kernels``: see :func:`cpu_kernels`)."""
+    """The machine a run used: CPU model, cores, memory, host name and platform, what decides its float32 kernels
+    (``kernels``: see :func:`cpu_kernels`), and its load average over the last 1, 5 and 15 minutes (None where the
+    system gives none): a time measured on a loaded machine is not an idle one's."""
     cpu, memory = platform.processor() or platform.machine(), None
     try:
         info = Path("/proc/cpuinfo").read_text()
@@ -295,8 +296,12 @@ def machine() -> dict:
         memory = round(int(kib) / 2**20, 1)
     except (OSError, StopIteration):
         pass
+    try:
+        load = [round(value, 2) for value in os.getloadavg()]
+    except OSError:
+        load = None
     return {"cpu": cpu, "cores": os.cpu_count(), "memory_gib": memory, "host": platform.node(),
-            "platform": platform.platform(), "kernels": cpu_kernels()}
+            "platform": platform.platform(), "kernels": cpu_kernels(), "load_average": load}
 
 
 # the variables with which a user can lower the instruction set PyTorch, oneDNN and MKL dispatch to

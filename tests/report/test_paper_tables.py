@@ -55,14 +55,16 @@ def test_the_run_manifest_says_when_runs_were_made_by_different_code(own_panel, 
 
 
 def test_suite_times_keep_the_last_whole_suite_per_device():
-    def record(devices, made, wall, cores=2):
+    def record(devices, made, wall, cores=2, load=1.9):
         return {"domains": {"a": {"runs": 30}, "b": {"runs": 10}}, "devices": devices, "training_seconds_total": 99.0,
-                "machine": {"cores": cores, "cpu": "Some CPU"}, "runs_git_sha": ["abc"], "created_utc": f"t{wall}",
+                "machine": {"cores": cores, "cpu": "Some CPU", "load_average": [load, load, load]},
+                "runs_git_sha": ["abc"], "created_utc": f"t{wall}",
                 "workflow": {"wall_minutes_to_report": wall, "runs_made_in_this_invocation": made}}
 
     cpu = paper_tables.suite_times(record(["cpu"], 40, 31.5), {})
     assert cpu == {"cpu on 2 cores (Some CPU)": {"wall_minutes": 31.5, "runs": 40, "training_seconds_total": 99.0,
-                                                  "runs_git_sha": ["abc"], "finished_utc": "t31.5"}}
+                                                  "runs_git_sha": ["abc"], "finished_utc": "t31.5",
+                                                  "load_average_15min": 1.9, "loaded": False}}
     assert paper_tables.suite_times(record(["cpu"], 0, 0.4), cpu) == cpu  # only the report redone: not a suite time
     assert paper_tables.suite_times(record(["cpu"], 12, 9.0), cpu) == cpu  # a few runs redone
     both = paper_tables.suite_times(record(["cuda (NVIDIA H100)"], 40, 2.5, cores=16), cpu)
@@ -80,6 +82,25 @@ def test_suite_times_keep_the_last_whole_suite_per_device():
     both = paper_tables.suite_times(lighter, cpu)
     assert both["cpu on 2 cores (Some CPU), without tft, ganet in economics"]["wall_minutes"] == 20
     assert both["cpu on 2 cores (Some CPU)"]["wall_minutes"] == 31.5
+
+
+def test_a_suite_on_a_loaded_machine_does_not_replace_an_idle_ones_time():
+    """suite_times.json kept a run on a loaded machine under the same key as an idle one, with no load: the 15-minute
+    load average is kept, and a loaded suite goes beside an idle one, not over it."""
+    def record(wall, load):
+        return {"domains": {"a": {"runs": 40}}, "devices": ["cpu"], "training_seconds_total": 9.0,
+                "machine": {"cores": 2, "cpu": "Some CPU", "load_average": [load, load, load]},
+                "runs_git_sha": ["abc"], "created_utc": "t",
+                "workflow": {"wall_minutes_to_report": wall, "runs_made_in_this_invocation": 40}}
+
+    idle = paper_tables.suite_times(record(30.0, 1.8), {})
+    busy = paper_tables.suite_times(record(55.0, 4.1), idle)
+    assert busy["cpu on 2 cores (Some CPU)"]["wall_minutes"] == 30.0
+    assert busy["cpu on 2 cores (Some CPU), loaded"] == {**busy["cpu on 2 cores (Some CPU), loaded"],
+                                                         "wall_minutes": 55.0, "load_average_15min": 4.1,
+                                                         "loaded": True}
+    assert paper_tables.suite_times(record(28.0, 1.5), busy)["cpu on 2 cores (Some CPU)"]["wall_minutes"] == 28.0
+    assert paper_tables.suite_times(record(50.0, 4.0), {})["cpu on 2 cores (Some CPU)"]["loaded"]  # none to keep
 
 
 def test_a_damaged_model_file_is_named_with_the_fix(tmp_path):

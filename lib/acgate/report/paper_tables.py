@@ -392,12 +392,16 @@ def run_manifest(runs_root: Path, results: dict[str, domain_audit.AuditResult], 
     }
 
 
+LOADED = 1.25  # a 15-minute load average above this many times the cores: work beside the grid's own jobs
+
+
 def suite_times(record: dict, previous: dict) -> dict:
     """The full suite's wall time per device (``tables/suite_times.json``): ``previous`` with the entry of this
     manifest's devices and machine replaced when its workflow invocation made every run the tables use (a whole
     ``make paper``, not a rerun of the report or of a few runs); otherwise ``previous`` unchanged. A suite that
     skipped domains (their input files missing) or left methods out of a domain (leave_out) is a suite of its own:
-    the key names what it left out."""
+    the key names what it left out. Each entry keeps the machine's 15-minute load average as the suite ended; a suite
+    on a loaded machine (:data:`LOADED`) does not replace one that was not, and goes under its key with ", loaded"."""
     flow, runs = record["workflow"], sum(d["runs"] for d in record["domains"].values())
     if flow["wall_minutes_to_report"] is None or flow["runs_made_in_this_invocation"] != runs:
         return previous
@@ -406,9 +410,14 @@ def suite_times(record: dict, previous: dict) -> dict:
            + (f", without {', '.join(skipped)}" if skipped else "")
            + "".join(f", without {', '.join(methods)} in {domain}"
                      for domain, methods in sorted((flow.get("left_out_methods") or {}).items())))
+    load = (machine.get("load_average") or [None] * 3)[-1]
+    loaded = load is not None and load > LOADED * machine["cores"]
+    if loaded and key in previous and not previous[key].get("loaded", False):
+        key += ", loaded"
     return {**previous, key: {"wall_minutes": flow["wall_minutes_to_report"], "runs": runs,
                               "training_seconds_total": record["training_seconds_total"],
-                              "runs_git_sha": record["runs_git_sha"], "finished_utc": record["created_utc"]}}
+                              "runs_git_sha": record["runs_git_sha"], "finished_utc": record["created_utc"],
+                              "load_average_15min": load, "loaded": loaded}}
 
 
 DOMAIN_TABLES = {  # <domain>_<suffix>: the caption of the per-domain tables of panels the paper does not name
