@@ -170,6 +170,9 @@ def test_a_line_with_more_fields_than_the_header_names_the_line_the_counts_and_t
                r"as consecutive steps"),
     ("inf", r"holds 'inf' on line 4 \(entity 'B'\), not a whole number"),
     ("1e20", r"holds '1e\+20' on line 4 \(entity 'B'\), not a whole number below 1e\+09"),  # int64 wrapped it round
+    # a pandas Period or a date written to the CSV: the fix names consecutive steps
+    ("2001Q1", r"holds '2001Q1' on line 4 \(entity 'B'\), not a whole number .*number the periods as consecutive"),
+    ("2001-01-01", r"holds '2001-01-01' on line 4 \(entity 'B'\), not a whole number"),
 ])
 def test_a_missing_or_fractional_time_names_the_line_and_the_entity(tmp_path, cell, message):
     csv = tmp_path / "mine.csv"
