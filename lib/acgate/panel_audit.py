@@ -256,13 +256,9 @@ def audit_panel(frame: pd.DataFrame, *, entity: str, time: str, target: str, fea
     for section, values in settings.items():
         spec[section] = {**spec.get(section, {}), **values}
     params = params_from_dict(spec, f"audit_panel({domain!r})")
-    if study_replicates > 0:  # at most every scenario: the disk must hold the study's runs before anything is written
-        order = panel_matched.plan(list(panel_matched.SCENARIOS), study_replicates, study_neural_replicates,
-                                   study_null_replicates)
-        counts = {neural: len(panel_matched.methods(params, neural)) for neural in (False, True)}
-        panel_matched.check_room(workdir / "runs", panel_matched.study_bytes(
-            order, study_neural_replicates, counts, study_seeds, frame[entity].nunique(), last - first + 1),
-            "study_replicates, study_neural_replicates, study_null_replicates")
+    if study_replicates > 0:  # the disk must hold the study's runs before anything is written
+        _check_room(workdir / "runs", params, (frame[entity].nunique(), last - first + 1), study_replicates,
+                    study_neural_replicates, study_seeds, study_null_replicates)
     _write_if_changed(csv, frame[list(dict.fromkeys(columns))].to_csv(index=False))
     _write_if_changed(workdir / "params" / f"{domain}.yaml", WRITTEN_BY + yaml.safe_dump(spec, sort_keys=False))
     data_root, runs_root = workdir / "data", workdir / "runs"
@@ -365,6 +361,16 @@ def _long_frame(frame: pd.DataFrame, entity: str, time: str) -> pd.DataFrame:
         raise TypeError(f"column {time!r} holds {frame[time].dtype} values: times are whole numbers (years, or steps "
                         f"0, 1, 2, ...); pass frame.assign({time}=frame[{time!r}].dt.year) for yearly data")
     return frame
+
+
+def _check_room(runs: Path, params: Params, shape: tuple[int, int], replicates: int, neural: int, seeds: int,
+                null_replicates: int) -> None:
+    """Stop where the disk under ``runs`` cannot hold the runs of the largest study of this size (every scenario;
+    ``shape`` the panel's entities and steps): :func:`acgate.audit.panel_matched.check_room`."""
+    order = panel_matched.plan(list(panel_matched.SCENARIOS), replicates, neural, null_replicates)
+    counts = {with_neural: len(panel_matched.methods(params, with_neural)) for with_neural in (False, True)}
+    panel_matched.check_room(runs, panel_matched.study_bytes(order, neural, counts, seeds, *shape),
+                             "study_replicates, study_neural_replicates, study_null_replicates")
 
 
 def _text_labels(frame: pd.DataFrame) -> pd.DataFrame:

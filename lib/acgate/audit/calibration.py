@@ -250,10 +250,9 @@ def run_replicate(name: str, replicate: int, params: Params, root: Path,
 
     start = time.perf_counter()
     scenario = SCENARIOS[name]
-    references = measure[name] if measure is not None else list(FAMILIES)
-    if measure is not None:
-        params = dataclasses.replace(params, methods=tuple(family_methods(params, references)))
-    params = dataclasses.replace(params, domain=f"{name}_r{replicate:03d}")
+    references = list(FAMILIES) if measure is None else measure[name]
+    methods = params.methods if measure is None else tuple(family_methods(params, references))
+    params = dataclasses.replace(params, methods=methods, domain=f"{name}_r{replicate:03d}")
     runs_root, data_root = Path(root) / "runs", Path(root) / "data"
     projection = np.random.default_rng([replicate, 2]).normal(size=len(dgp.PROXY_NAMES))
     panels = {}

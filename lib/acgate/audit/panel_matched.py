@@ -483,9 +483,9 @@ def study_bytes(order: list[tuple[str, int]], neural: int, methods: dict[bool, i
 
 
 def check_room(out: Path, needed: int, what: str) -> None:
-    """Stop, before anything is planned or trained, where ``needed`` bytes (:func:`study_bytes`) would not fit on the
-    disk that holds ``out``: a study of thousands of replicates filled it hours in. ``what`` names the arguments that
-    size the study."""
+    """Stop, before anything is trained, where ``needed`` bytes (:func:`study_bytes`) would not fit on the disk that
+    holds ``out``: a study of thousands of replicates filled it hours in. ``what`` names the arguments that size the
+    study."""
     folder = Path(out).resolve()
     while not folder.exists():
         folder = folder.parent
