@@ -30,7 +30,7 @@ def test_a_dataframe_is_audited_in_one_call_and_a_second_call_trains_nothing(tmp
     table = result.verdicts
     assert list(table.columns) == ["reference", "layer", "verdict", "paper_rule", "evidence"]
     assert set(table.reference) == {"acgate", "moderated_dl", ""} and len(table) == 9
-    text = result.summary()
+    text = str(result.summary())
     assert "AC-GATE audit of my_panel: 2 seeds" in text and "lags differ" in text and str(result.report) in text
     assert all(line in text for line in result.warnings)
     # the panel-matched study ran before the audit, and its rates stand beside the verdicts, the page's and the text's

@@ -4,7 +4,9 @@
     result = acgate.audit_panel(frame, entity="region", time="year", target="outcome", features=["driver"],
                                 proxies=["mean:capacity", "mean:openness"],
                                 stratifiers=["mean:governance"], workdir="my_audit")
-    print(result.summary())    # the verdicts at a glance
+    print(result.summary())    # the verdicts at a glance (.as_html(), .as_latex() too)
+    result.to_frame()          # the numbers: one row per reference and layer, the deciding p, the rates on the panel
+    result.conf_int()          # each entity's k* per reference with its interval over seeds
     result.verdicts            # one row per reference and layer: verdict, evidence
     result.report              # my_audit/runs/<domain>/audit/report.html
 
@@ -21,12 +23,10 @@ and so is a study of the same size that is current, so a second call with the sa
 
 from __future__ import annotations
 
-import html
-import io
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 import yaml
@@ -39,6 +39,9 @@ from acgate.data import prep
 from acgate.data.panel import Panel
 from acgate.layout import audit_dir, panel_dir, panel_matched_dir, shown
 from acgate.runs import atomic_write, manifest, write_csv
+
+if TYPE_CHECKING:
+    from acgate.report.summary import AuditSummary
 
 # the methods of params/example_panel.yaml: AC-GATE with the twins its calibrated L1 needs and its ablations, and
 # the classical yardstick with its twins
@@ -101,37 +104,43 @@ class PanelAudit:
 
         return rates_at_a_glance(self.result, list(self.glance().columns))
 
-    def summary(self) -> str:
-        """The glance table as text, one answer per question from both references (``acgate.report.reading``),
-        the panel-matched error rates, the problems and warnings, and where the report is."""
-        out = io.StringIO()
-        out.write(f"AC-GATE audit of {self.params.domain}: {self.result.l0.seed.nunique()} seeds, "
-                  f"{self.result.l0.method.nunique()} methods (persistence included)\n\n")
-        out.write(self.glance().to_string() + "\n")
-        from acgate.report.reading import QUESTIONS, readings  # with the report's modules: matplotlib
+    def to_frame(self) -> pd.DataFrame:
+        """The results as numbers, one row per reference and question (index: reference, layer; "lags differ" once,
+        reference ""): the calibrated and the paper rule's verdict, the layer's headline statistic and value, the
+        p-value the verdict turned on, alpha, and the panel-matched study's false supports of the worst null class
+        with their 95 % interval and the smallest spread detected in 80 %
+        (:func:`acgate.report.summary.audit_numbers` describes every column)."""
+        from acgate.report.summary import audit_numbers  # with the report's modules: matplotlib
 
-        out.write("\nWhat this panel shows (one answer per question from both references):\n")
-        out.writelines(f"- {QUESTIONS[question]} {text}\n" for question, text in readings(self.result).items())
-        settings = self.result.error_rates.get("settings")
-        size = [f"{settings['replicates']} a scenario", f"{settings['neural_replicates']} with AC-GATE",
-                *([f"{settings['null_replicates']} of each null"] if settings.get("null_replicates") else []),
-                f"{settings['seeds']} seeds each"] if settings else []
-        out.write("\nOn surrogates of this panel" + (f" ({', '.join(size)})" if size else "")
-                  + ":\nfalse supports in the nulls, and the smallest lag spread detected in 80 %\n")
-        rates = self.rates().iloc[1:]  # not L0: the surrogates test no forecast
-        layers, differ = rates.iloc[:-1], rates.iloc[-1]  # the lags-differ statement: one for both references
-        unmeasured = {reference: texts.iloc[0] for reference, texts in layers.items()
-                      if texts.iloc[0].startswith("not measured") and (texts == texts.iloc[0]).all()}
-        for layer, row in layers.iterrows():
-            out.writelines(f"- {layer}, {reference}: {text}\n" for reference, text in row.items()
-                           if reference not in unmeasured)
-        out.write(f"- {differ.name}: {differ.iloc[0]}\n")
-        out.writelines(f"- L1-L3, {reference}: {text}\n" for reference, text in unmeasured.items())
-        if self.warnings:
-            out.write(f"\n{len(self.warnings)} problem(s) and warning(s):\n")
-            out.writelines(f"- {text}\n" for text in self.warnings)
-        out.write(f"\nreport: {self.report}\n")
-        return out.getvalue()
+        return audit_numbers(self.result)
+
+    @property
+    def pvalues(self) -> pd.Series:
+        """The p-value each calibrated verdict turned on, by (reference, layer); NaN where no test decided."""
+        return self.to_frame().p_value
+
+    def conf_int(self, alpha: float = 0.05) -> pd.DataFrame:
+        """Each reference's k* per entity (index: reference, entity): the mean over seeds (``kstar``) with the
+        ``lower`` and ``upper`` bounds of its t interval over the seeds at level 1 - ``alpha`` (training randomness
+        only: a closed-form fit, which reads no seed, has a zero-wide one), and the number of ``seeds``."""
+        from acgate.report.summary import kstar_intervals
+
+        return kstar_intervals(self.result, alpha)
+
+    def to_latex(self) -> str:
+        """:meth:`to_frame` as a booktabs LaTeX table (the layout of the repository's tables/*.tex)."""
+        from acgate.report.render import latex_table
+
+        return latex_table(self.to_frame().reset_index(), f"{self.params.domain}_numbers",
+                           f"Audit of {self.params.domain}: the numbers the verdicts decided on")
+
+    def summary(self) -> AuditSummary:
+        """The glance table, one answer per question from both references (``acgate.report.reading``), the
+        panel-matched error rates, the numbers behind the verdicts, the problems and warnings, and where the report
+        is: ``print`` it, or ``as_text()``, ``as_html()`` (a notebook shows that by itself) and ``as_latex()``."""
+        from acgate.report.summary import AuditSummary  # with the report's modules: matplotlib
+
+        return AuditSummary.of(self.result, self.report, self.warnings, self.glance())
 
     def __repr__(self) -> str:
         glance = self.glance()
@@ -141,10 +150,7 @@ class PanelAudit:
                 f"{glance.loc['lags differ'].iloc[0]}; summary() for more>")
 
     def _repr_html_(self) -> str:
-        warnings = "".join(f"<li>{html.escape(text)}</li>" for text in self.warnings)
-        return (f"<p><b>AC-GATE audit of {html.escape(self.params.domain)}</b></p>" + self.glance().to_html()
-                + (f"<p>Problems and warnings:</p><ul>{warnings}</ul>" if warnings else "")
-                + f"<p>Report: <code>{html.escape(str(self.report))}</code></p>")
+        return self.summary().as_html()
 
 
 def audit_panel(frame: pd.DataFrame, *, entity: str, time: str, target: str, features: Sequence[str],

@@ -65,7 +65,7 @@ def l2_frame():
     return pd.DataFrame(rows, columns=L2_COLUMNS)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # shared by the modules that read it; none changes it
 def tiny_grid(tmp_path_factory):
     """The example panel (a user's own, whose true lags are known) trained for 3 seeds under the smoke profile,
     audited, and its report written: (audit result, params, runs root, data root, html path, markdown path)."""

@@ -135,7 +135,8 @@ def heterogeneity_comparators(cfg: AuditConfig) -> list[str]:
     return list(cfg.heterogeneity_comparators) or [twins.shared, twins.shuffled, twins.proxy]
 
 
-def cell(verdict: str, rule: str, evidence: str, warnings: list[str] | None = None) -> dict:
+def cell(verdict: str, rule: str, evidence: str, warnings: list[str] | None = None, *, p: float | None = None,
+         statistic: str = "", value: float | None = None) -> dict:
     """One verdict cell: a layer's verdict, the rule that produced it and the evidence it read.
 
     Parameters
@@ -148,12 +149,20 @@ def cell(verdict: str, rule: str, evidence: str, warnings: list[str] | None = No
         What the rule read, as text.
     warnings : list of str or None, default None
         Caveats for the reader; None for none.
+    p : float or None, default None
+        The p-value the verdict turned on: of the tests a "supported" needs below alpha, the largest (None, also for
+        NaN, where no test decided).
+    statistic : str, default ""
+        What ``value`` is, e.g. "mean sd(k*)"; empty for none.
+    value : float or None, default None
+        The layer's headline number (None, also for NaN, for none).
 
     Returns
     -------
     dict
-        ``{"verdict": verdict, "rule": rule, "evidence": evidence, "warnings": warnings}``, with ``warnings`` an empty
-        list when None or empty.
+        ``{"verdict": verdict, "rule": rule, "evidence": evidence, "warnings": warnings, "p": p, "statistic":
+        statistic, "value": value}``, with ``warnings`` an empty list when None or empty and p and value floats or
+        None.
 
     Raises
     ------
@@ -162,7 +171,18 @@ def cell(verdict: str, rule: str, evidence: str, warnings: list[str] | None = No
     """
     if verdict not in VERDICTS:
         raise ValueError(f"unknown verdict '{verdict}'; one of {', '.join(VERDICTS)}")
-    return {"verdict": verdict, "rule": rule, "evidence": evidence, "warnings": warnings or []}
+    return {"verdict": verdict, "rule": rule, "evidence": evidence, "warnings": warnings or [], "p": _number(p),
+            "statistic": statistic, "value": _number(value)}
+
+
+def _largest(ps: list[float]) -> float | None:
+    """The largest of the p-values a verdict needed, or None where there is none or one is NaN (a test not run)."""
+    return None if not ps or np.isnan(ps).any() else max(ps)
+
+
+def _number(x: float | None) -> float | None:
+    """``x`` as a float, or None where it is None or NaN (verdicts.json holds no NaN)."""
+    return None if x is None or not np.isfinite(x) else float(x)
 
 
 def of_reference(table: pd.DataFrame, reference: str) -> pd.DataFrame:
@@ -367,7 +387,7 @@ def l3_verdict(cfg: AuditConfig, l3: pd.DataFrame, one_sided: bool = True,
     rho = mine.spearman_lag_centre.mean()
     mae = l3.set_index(["method", "seed"]).mae_lag_centre
     ran = [m for m in collapsed_models if m in mae.index.get_level_values("method")]
-    parts, beats, warnings = [], bool(ran), []
+    parts, beats, warnings, deciding = [], bool(ran), [], []
     for method in ran:
         pair = pd.concat({"m": mae.loc[method], "r": mae.loc[cfg.reference]}, axis=1).dropna()
         diff = (pair.m - pair.r).to_numpy()
@@ -384,11 +404,13 @@ def l3_verdict(cfg: AuditConfig, l3: pd.DataFrame, one_sided: bool = True,
             parts.append(f"{method} MAE diff {diff.mean():+.3f}, p {format_p(p)}")
             warnings += seed_floor_warning(int(np.sum(diff != 0)), alpha, two_sided=not one_sided, comparator=method)
         beats &= bool(p < alpha and diff.mean() > 0)
+        deciding.append(p)
     evidence = (f"mean Spearman {rho:.3f}, mean MAE {mine.mae_lag_centre.mean():.3f}; "
                 + ("; ".join(parts) or "no collapsed model was run, so recovery cannot be told from a constant k*"))
     verdict = ("not certified" if np.isnan(rho) else "ruled out" if rho < 0.2 else
                "supported" if rho >= cfg.l3_min_spearman and beats else "not certified")
-    return cell(verdict, rule, evidence, warnings)
+    return cell(verdict, rule, evidence, warnings, p=_largest(deciding), statistic="mean Spearman(k*, lag centre)",
+                value=rho)
 
 
 def _entity_errors(kstar_by_entity: pd.DataFrame, collapsed: str, reference: str) -> np.ndarray:
@@ -540,7 +562,8 @@ def _forecast(cfg: AuditConfig, heldout: pd.DataFrame, shared_entities: bool) ->
         evidence = "against persistence alone: " + evidence
     verdict = ("ruled out" if (heldout.holm_worse < alpha).any() else
                "supported" if (heldout.holm_better < alpha).all() else "not certified")
-    return cell(verdict, rule, evidence, warnings)
+    return cell(verdict, rule, evidence, warnings, p=heldout.holm_better.max(),
+                statistic="smallest loss gain over a comparator", value=heldout.mean_loss_diff.min())
 
 
 def _heterogeneity(cfg: AuditConfig, l1: pd.DataFrame, heldout: pd.DataFrame) -> dict:
@@ -554,11 +577,11 @@ def _heterogeneity(cfg: AuditConfig, l1: pd.DataFrame, heldout: pd.DataFrame) ->
         return cell("not claimed", rule, f"no runs of {cfg.reference}")
     if mine.degenerate_paper.all():
         return cell("ruled out", rule, f"sd(k*) <= epsilon in every seed (mean {mine.kstar_sd.mean():.3g})",
-                    edge_warning(cfg, mine))
+                    edge_warning(cfg, mine), statistic="mean sd(k*)", value=mine.kstar_sd.mean())
     share = (mine.kstar_sd > cfg.practical_sd).mean()  # from the spread, so a rerun with another threshold holds
     parts = [f"sd(k*) > {cfg.practical_sd} in {share:.0%} of seeds (mean sd {mine.kstar_sd.mean():.3f})"]
     rows = heldout.set_index("comparator") if not heldout.empty else pd.DataFrame()
-    beaten, warnings = [], []
+    beaten, warnings, deciding = [], [], []
     for comparator in comparators:
         if comparator not in rows.index:
             parts.append(f"{comparator} not run: lag heterogeneity cannot be told from a shared, shuffled or "
@@ -568,13 +591,15 @@ def _heterogeneity(cfg: AuditConfig, l1: pd.DataFrame, heldout: pd.DataFrame) ->
         # a NaN seed p: see heldout
         ok = bool(r.p_entity_better < alpha and (np.isnan(r.p_seed_better) or r.p_seed_better < alpha))
         beaten.append(ok)
+        deciding.append(np.nanmax([r.p_entity_better, r.p_seed_better]))
         parts.append(f"vs {comparator}: loss diff {r.mean_loss_diff:+.4g}, p seeds {format_p(r.p_seed_better)}, "
                      f"p entities {format_p(r.p_entity_better, cfg.bootstrap)}{'' if ok else ' (not beaten)'}")
         if not np.isnan(r.p_seed_better):  # NaN: the seeds replicate nothing, and more of them cannot help
             warnings += seed_floor_warning(r.nonzero_pairs, alpha, comparator=comparator)
     supported = share >= cfg.l1_min_share and len(beaten) == len(comparators) and all(beaten)
     return cell("supported" if supported else "not certified", rule, "; ".join(parts),
-                warnings + edge_warning(cfg, mine))
+                warnings + edge_warning(cfg, mine), p=_largest(deciding) if len(deciding) == len(comparators) else None,
+                statistic="mean sd(k*)", value=mine.kstar_sd.mean())
 
 
 def _interactions(cfg: AuditConfig, l1: pd.DataFrame, lag_tests: pd.DataFrame) -> dict:
@@ -594,7 +619,7 @@ def _interactions(cfg: AuditConfig, l1: pd.DataFrame, lag_tests: pd.DataFrame) -
         return cell("not claimed", rule, f"no runs of {cfg.reference}")
     if mine.degenerate_paper.all():
         return cell("ruled out", rule, f"sd(k*) <= epsilon in every seed (mean {mine.kstar_sd.mean():.3g})",
-                    edge_warning(cfg, mine))
+                    edge_warning(cfg, mine), statistic="mean sd(k*)", value=mine.kstar_sd.mean())
     tested = lag_tests[np.isfinite(lag_tests.p_vs_entity_scaled)] if len(lag_tests) else lag_tests
     if tested.empty:
         notes = "; ".join(dict.fromkeys(n for n in lag_tests.note if isinstance(n, str) and n)) if len(lag_tests) \
@@ -611,7 +636,8 @@ def _interactions(cfg: AuditConfig, l1: pd.DataFrame, lag_tests: pd.DataFrame) -
                 f"against the GLS fit's: Spearman {tested.kstar_agreement.median():.2f}")
     supported = p_scaled < alpha and p_shared < alpha and share >= cfg.l1_min_share
     return cell("supported" if supported else "not certified", rule, evidence,
-                edge_warning(cfg, mine) + common_shock_warning(alpha, tested) + stability_warning(alpha, tested))
+                edge_warning(cfg, mine) + common_shock_warning(alpha, tested) + stability_warning(alpha, tested),
+                p=max(p_scaled, p_shared), statistic="GLS mean sd(k*)", value=tested.kstar_sd.mean())
 
 
 def lags_changed(alpha: float, lag_tests: pd.DataFrame) -> dict:
@@ -698,7 +724,8 @@ def lags_differ_verdict(cfg: AuditConfig, lag_tests: pd.DataFrame) -> dict:
     evidence = (f"pooled over {int(tested.differ_entities.sum())} entities ({len(tested)} panel(s)): p {format_p(p)} "
                 f"({int(tested.differ_draws.iloc[0])} bootstrap draws; AR(1) rho {tested.differ_rho.mean():.2f}); "
                 f"{share:.0%} of the entities' own tests reject at 0.05")
-    return cell("supported" if p < alpha else "not certified", rule, evidence)
+    return cell("supported" if p < alpha else "not certified", rule, evidence, p=p,
+                statistic="share of entities whose own test rejects at 0.05", value=share)
 
 
 def _alignment(cfg: AuditConfig, l1_cell: dict, agreement: pd.DataFrame, l2_summary: pd.DataFrame,
@@ -730,7 +757,11 @@ def _alignment(cfg: AuditConfig, l1_cell: dict, agreement: pd.DataFrame, l2_summ
         blockers.append(f"k* ordering not reproducible across seeds (median seed-pair Spearman "
                         f"{mine.median_rho.iloc[0]:.2f} < {cfg.min_seed_agreement})")
     verdict = "supported" if len(aligned_stratifiers(cfg, summary)) and not blockers else "not certified"
-    return cell(verdict, rule, "; ".join(blockers + [evidence]))
+    clean = summary[~summary.circular_joint & summary.p_holm.notna()]
+    best = clean.loc[clean.p_holm.idxmin()] if len(clean) else None  # the stratifier closest to passing
+    return cell(verdict, rule, "; ".join(blockers + [evidence]), p=None if best is None else best.p_holm,
+                statistic="" if best is None else f"alignment rho of {best.stratifier}",
+                value=None if best is None else best.alignment_rho)
 
 
 def aligned_stratifiers(cfg: AuditConfig, summary: pd.DataFrame) -> pd.DataFrame:
