@@ -4,8 +4,12 @@ verdicts first, the problems and warnings once each, the figures, the data and t
 
 import html
 import re
+import shutil
+import subprocess
+from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from acgate.layout import AUDIT_MARKDOWN, AUDIT_PAGE
 from tests.report.conftest import PARTIAL, ROOT
@@ -141,3 +145,46 @@ def test_a_blind_ac_gate_not_certified_points_to_the_classical_reference():
     assert power_warning(rates(2, 37), "acgate", "L1", "supported") is None
     assert power_warning(rates(2, 37), "moderated_dl", "L1", "not certified") is None
     assert power_warning({"moderated_dl": rates(2, 37)["moderated_dl"]}, "acgate", "L1", "not certified") is None
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+MEASURE = """<script>
+var wide = [document.documentElement.scrollWidth + " of " + window.innerWidth];
+document.querySelectorAll("table, p, li, h1, h2, h3, figure, img").forEach(function (e) {
+  var right = e.getBoundingClientRect().right;
+  if (e.scrollWidth > e.clientWidth + 1 || right > window.innerWidth + 1)
+    wide.push(e.tagName + " " + e.scrollWidth + "/" + e.clientWidth + ": " + (e.innerText || "").slice(0, 60));
+});
+parent.postMessage(wide.join("\\n"), "*");
+</script>"""
+
+
+def laid_out_at(width: int, page: Path, folder: Path) -> list[str]:
+    """What headless Chromium finds too wide when it lays the page out ``width`` px wide (in a frame of that width:
+    a headless window is at least 500 px): the document's width against the frame's first, then each element that
+    scrolls or runs past the frame's right edge."""
+    (folder / "page.html").write_text(page.read_text() + MEASURE)
+    (folder / "host.html").write_text(
+        f'<!doctype html><html><body><iframe src="page.html" style="width:{width}px;height:800px;border:0"></iframe>'
+        '<script>addEventListener("message", function (e) { document.body.dataset.wide = e.data; });</script>'
+        "</body></html>")
+    done = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                           "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                           f"--user-data-dir={folder / 'profile'}", "--virtual-time-budget=5000", "--dump-dom",
+                           (folder / "host.html").as_uri()], capture_output=True, text=True, timeout=120)
+    found = re.search(r'data-wide="([^"]*)"', done.stdout)
+    assert found, done.stderr[-2000:]
+    return html.unescape(found.group(1)).split("\n")
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="needs Chromium (Debian: apt-get install chromium)")
+def test_the_page_fits_a_phones_width(tiny_grid, tmp_path):
+    """At 390 px the page scrolled sideways (449 px wide): the provenance table (583 px in a 343 px column), lines
+    holding a timestamp or a path, and each figure's border. Now nothing is wider than the screen; only preformatted
+    text (the params) scrolls in its own box."""
+    wide = laid_out_at(390, tiny_grid[4], tmp_path)
+    document, inner = (int(n) for n in wide[0].split(" of "))
+    assert inner == 390 and document <= 390, wide
+    assert wide[1:] == [], wide
+    desktop = laid_out_at(1280, tiny_grid[4], tmp_path)
+    assert len(desktop) == 1 and int(desktop[0].split(" of ")[0]) <= 1280, desktop

@@ -508,7 +508,9 @@ def _provenance(page: Page, result: AuditResult, params: Params, runs_root: Path
         versions = (frame.groupby(["git_sha", "code_digest", "device", "machine"], sort=False)
                     .created_utc.agg(runs="size", first="min", last="max").reset_index())
         page.paragraph(f"The {len(records)} runs audited were made by (first and last: UTC):")
-        page.table(versions)
+        shown = versions.astype(str).T  # one column per code version: narrow enough for a phone
+        shown.columns = [f"version {n + 1}" for n in range(len(versions))] if len(versions) > 1 else ["made by"]
+        page.table(shown.rename(index=render.header).rename_axis("").reset_index())
         packages = pd.DataFrame([r.get("packages", {}) for r in records]).astype(str)
         page.paragraph("Packages: " + ", ".join(
             f"{name} {' / '.join(sorted(set(packages[name])))}" for name in packages.columns)

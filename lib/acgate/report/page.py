@@ -115,7 +115,7 @@ def _verdict_cell(text: str) -> str:
 
 STYLE = """
 body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;max-width:62em;margin:1.5em auto;padding:0 1em;
-color:#222;line-height:1.45}
+color:#222;line-height:1.45;overflow-wrap:break-word}
 h1{font-size:1.6em;margin-bottom:0.2em}h2{border-bottom:1px solid #ccc;padding-bottom:0.15em;margin-top:1.6em}
 h3{margin-bottom:0.3em}
 table{border-collapse:collapse;font-size:0.88em;margin:0.5em 0;display:block;overflow-x:auto;max-width:100%}
@@ -127,9 +127,11 @@ td,th{padding:2px 10px;text-align:left;border-bottom:1px solid #ddd;vertical-ali
 .v.supported{background:#d5f5e3;color:#145a32}.v.not-certified{background:#eaecee;color:#34495e}
 .v.ruled-out{background:#fadbd8;color:#78281f}.v.not-claimed{background:#fff;color:#777;border:1px solid #ccc}
 .small{font-size:0.88em;color:#444}.evidence{font-size:0.88em;color:#333;margin:0.2em 0 0.2em 1.2em}
-figure{margin:1em 0}figure img{max-width:100%;border:1px solid #eee}figcaption{font-size:0.9em;color:#333}
+figure{margin:1em 0}figure img{max-width:100%;box-sizing:border-box;border:1px solid #eee}
+figcaption{font-size:0.9em;color:#333}
 pre{background:#f6f6f6;padding:0.6em;overflow-x:auto;font-size:0.82em}details{margin:0.4em 0}
 summary{cursor:pointer;color:#1a5276}ul.labelled{list-style:none;padding-left:0.5em}ul.labelled li{margin:0.25em 0}
+@media (max-width:32em){body{padding:0 0.5em}td,th{padding:2px 4px}ul{padding-left:1.2em}}
 """
 
 
