@@ -256,7 +256,8 @@ def test_the_error_rates_are_counted_and_worded():
                                 "ci": [round(v, 4) for v in stats.binomtest(3, 4).proportion_ci(0.95, "exact")]}
     assert l1["sentence"] == ("on panels like this one the rule falsely supports in 3 of 4 surrogates of its worst "
                               "null (stratifier_lags_one; 95 % interval 19-99%), 4 of 12 over all nulls; it detects "
-                              "a spread of 1 lag in 3 of 4; a spread of 2 lags (sd 1.684 in this window) in 4 of 4")
+                              "a spread of 1 lag in 3 of 4; a spread of 1.684 lags (2 asked: the lag window cuts it) "
+                              "in 4 of 4")
     differ = rates["moderated_dl"]["lags differ"]  # ... and a positive of the lags-differ statement
     assert differ["false_support"]["replicates"] == 8 and differ["power"]["1"] == {
         "supported": 6, "replicates": 8, "ci": differ["power"]["1"]["ci"], "true_kstar_sd": 0.99}
@@ -267,12 +268,16 @@ def test_the_error_rates_are_counted_and_worded():
                                           about)["moderated_dl"]["L1"]
     assert positives["false_support"]["ci"] is None
     assert positives["sentence"] == "no nulls were run; it detects a spread of 1 lag in 1 of 2"
-    assert l1["smallest_detectable"] == 2.0 and l1["unseen"] == (
-        "on this panel the rule detected a rigid shift of the pooled lag curve along the proxies' direction of 2 lags "
-        "in 4 of 4 (40-100%) of surrogates; smaller spreads were detected less often: 1 lags in 3 of 4 (19-99%)")
+    # every spread named is the sd of the true k* reached (one meaning), and where the window cut it, that is said
+    assert l1["smallest_detectable"] == 1.684 and l1["unseen"] == (
+        "on this panel the rule detected a rigid shift of the pooled lag curve along the proxies' direction, a spread "
+        "of 1.684 lags (2 asked: the lag window cuts it), in 4 of 4 (40-100%) of surrogates; smaller spreads were "
+        "detected less often: a spread of 1 lag in 3 of 4 (19-99%)")
     assert positives["smallest_detectable"] is None and positives["unseen"].startswith(
         "on this panel the rule detected no spread simulated (a rigid shift of the pooled lag curve along the proxies' "
-        "direction, 1 to 1 lags) in 80% of surrogates; most often a spread of 1 lags, in 1 of 2")
+        "direction, sd of the true k* 1 to 1 lags) in 80% of surrogates; most often a spread of 1 lag, in 1 of 2")
+    # a stored record is worded again from its counts when read, whichever version wrote its sentences
+    assert panel_matched.worded({**l1, "sentence": "old words", "unseen": "old"}) == l1
 
 
 @pytest.mark.parametrize(("hits", "smallest"), [((3, 35, 30, 40, 40), 0.5), ((32, 32, 33, 40, 40), 0.25),
@@ -289,11 +294,11 @@ def test_a_non_monotone_power_curve_is_read_as_it_was_measured():
     """Economics' L2 of surrogate version 3: 16 of 40 at 0.5 lag, 32 at 1 and 1.5, 27 at 2, 19 at 3."""
     power = {v: {"supported": h, "replicates": 40, "ci": [round(x, 4) for x in stats.binomtest(h, 40).proportion_ci(
         0.95, "exact")]} for v, h in (("0.5", 16), ("1", 32), ("1.5", 32), ("2", 27), ("3", 19))}
-    text = panel_matched._unseen(panel_matched.smallest_detectable(power), power)
+    text = panel_matched._unseen(power)
     assert text == ("on this panel the rule detected a rigid shift of the pooled lag curve along the proxies' "
-                    "direction of 1 lag in 32 of 40 (64-91%) of surrogates; larger spreads less often: 2 lags in 27 "
-                    "of 40 (51-81%), 3 lags in 19 of 40 (32-64%); smaller spreads were detected less often: 0.5 lags "
-                    "in 16 of 40 (25-57%)")
+                    "direction, a spread of 1 lag, in 32 of 40 (64-91%) of surrogates; larger spreads less often: a "
+                    "spread of 2 lags in 27 of 40 (51-81%), a spread of 3 lags in 19 of 40 (32-64%); smaller spreads "
+                    "were detected less often: a spread of 0.5 lags in 16 of 40 (25-57%)")
     assert "unseen" not in text
 
 
@@ -330,7 +335,9 @@ def test_the_committed_studies_were_measured_under_the_repositorys_params(domain
 def test_a_study_of_another_panel_or_other_params_is_refused(example, source, tmp_path):
     params, _, panel = example
     path = tmp_path / panel_matched.RECORD
-    rates = {"moderated_dl": {"L1": {"sentence": "x"}}}
+    rate = panel_matched.worded({"false_support": {"supported": 0, "replicates": 4, "ci": [0.0, 0.6024]},
+                                 "worst_null": {}, "power": {}})
+    rates = {"moderated_dl": {"L1": rate}}
     panel_matched.write_record(path, source, params, ["one_curve"], SETTINGS, rates, 0.1, 1,
                                calibration.provenance(params))
     assert panel_matched.read_rates(path, panel, params)["error_rates"] == rates
@@ -351,7 +358,7 @@ def test_a_study_of_another_panel_or_other_params_is_refused(example, source, tm
     assert "other rules" in panel_matched.read_rates(path, panel, params)["note"]
     path.write_text(json.dumps({**record, "rules_version": record["rules_version"]["moderated_dl"]}))
     assert panel_matched.read_rates(path, panel, params)["error_rates"] == rates
-    both = {"acgate": {"L1": {"sentence": "y"}}, **rates}
+    both = {"acgate": {"L1": rate}, **rates}
     older = {**record["rules_version"], "acgate": record["rules_version"]["acgate"] - 1}
     path.write_text(json.dumps({**record, "error_rates": both, "rules_version": older}))
     partly = panel_matched.read_rates(path, panel, params)

@@ -4,6 +4,7 @@ k* with its interval over seeds) and its summary as text, HTML and LaTeX, read t
 import dataclasses
 import json
 import re
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +14,7 @@ from scipy import stats
 from acgate.audit.verdicts import LAYERS
 from acgate.panel_audit import PanelAudit
 from acgate.statistics import fisher_combined
+from tests.report.test_render import compiled
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -98,3 +100,11 @@ def test_the_documented_columns_are_the_frames(tiny_grid):
     listed = re.search(r"`to_frame\(\)` has the columns (.+?)\.", docs.replace("\n", " "))
     assert listed, "docs/own_panel.md names no columns of to_frame()"
     assert re.findall(r"`(\w+)`", listed.group(1)) == list(audited(tiny_grid).to_frame().columns)
+
+
+@pytest.mark.skipif(shutil.which("pdflatex") is None, reason="pdflatex not installed")
+def test_the_summarys_latex_compiles_and_fits_the_page(tiny_grid, tmp_path):
+    audit = audited(tiny_grid)
+    (tmp_path / "summary.tex").write_text(audit.summary().as_latex())
+    (tmp_path / "numbers.tex").write_text(audit.to_latex().replace("tab:example_panel_numbers", "tab:numbers"))
+    assert "Overfull \\hbox" not in compiled(tmp_path, ["summary", "numbers"])

@@ -591,21 +591,35 @@ def error_rates(table: pd.DataFrame, about: dict) -> dict:
             power[f"{value:g}"] = {"supported": hits, "replicates": trials, "ci": _interval(hits, trials),
                                    "true_kstar_sd": round(float(np.mean([about["true_kstar_sd"][s]
                                                                          for s in g.scenario])), 3)}
-        detects = "; ".join(f"a spread of {value} lag{'s' if float(value) > 1 else ''}"
-                            + (f" (sd {p['true_kstar_sd']:g} in this window)"
-                               if abs(p["true_kstar_sd"] - float(value)) > 0.05 else "")
-                            + f" in {p['supported']} of {p['replicates']}" for value, p in power.items())
-        worst = _worst_null(nulls)
-        falsely = (f"on panels like this one the rule falsely supports in {worst['supported']} of "
-                   f"{worst['replicates']} surrogates of its worst null ({worst['scenario']}; 95 % interval "
-                   f"{_percent(worst['ci'])}), {x} of {n} over all nulls" if n else "no nulls were run")
-        sentence = "; ".join(part for part in (falsely, f"it detects {detects}" if detects else "") if part)
-        smallest = smallest_detectable(power)
-        out.setdefault(reference, {})[layer] = {
-            "false_support": {"supported": x, "replicates": n, "ci": _interval(x, n)}, "worst_null": worst,
-            "power": power, "smallest_detectable": smallest, "sentence": sentence,
-            "unseen": _unseen(smallest, power)}
+        out.setdefault(reference, {})[layer] = worded({
+            "false_support": {"supported": x, "replicates": n, "ci": _interval(x, n)}, "worst_null": _worst_null(nulls),
+            "power": power})
     return out
+
+
+def worded(rate: dict) -> dict:
+    """``rate`` (``false_support``, ``worst_null`` and ``power`` counts) with what the page says of them: its
+    ``sentence``, the ``smallest_detectable`` spread and the ``unseen`` text. Every spread it names is the sd of the
+    entities' true k* that a scenario reached on this panel; where the lag window cut a scenario's shift short of the
+    spread asked for, the text says so. :func:`read_rates` words a stored record again, so that the words follow
+    the counts whichever version wrote them."""
+    power, worst, false = rate["power"], rate.get("worst_null") or {}, rate["false_support"]
+    detects = "; ".join(f"{_spread(value, p)} in {p['supported']} of {p['replicates']}" for value, p in power.items())
+    falsely = (f"on panels like this one the rule falsely supports in {worst['supported']} of "
+               f"{worst['replicates']} surrogates of its worst null ({worst['scenario']}; 95 % interval "
+               f"{_percent(worst['ci'])}), {false['supported']} of {false['replicates']} over all nulls"
+               if false["replicates"] else "no nulls were run")
+    sentence = "; ".join(part for part in (falsely, f"it detects {detects}" if detects else "") if part)
+    return {**rate, "sentence": sentence, "smallest_detectable": smallest_detectable(power),
+            "unseen": _unseen(power)}
+
+
+def _spread(value: str, p: dict) -> str:
+    """A spread of the power grid as the sd of the true k* it reached ("a spread of 1.68 lags (2 asked: the lag
+    window cuts it)"); the spread asked for where no reached one is recorded."""
+    reached = p.get("true_kstar_sd", float(value))
+    cut = f" ({value} asked: the lag window cuts it)" if float(value) - reached > 0.05 else ""
+    return f"a spread of {reached:g} lag{'s' if reached != 1 else ''}{cut}"
 
 
 def _worst_null(nulls: pd.DataFrame) -> dict:
@@ -621,15 +635,21 @@ def _worst_null(nulls: pd.DataFrame) -> dict:
 
 
 def smallest_detectable(power: dict) -> float | None:
-    """The smallest spread (lags) of ``power`` (spread -> {"supported", "replicates"}) at which a rule said
-    "supported" in at least :data:`DETECTABLE` of the surrogates; None where it does at no spread (or no positive
-    was run). A larger spread may fall short of it: power need not grow with the spread, where a shift moves much
-    of a curve out of the window (:func:`_unseen` says so)."""
-    reached = [float(value) for value, p in power.items() if p["supported"] >= DETECTABLE * p["replicates"] > 0]
-    return min(reached) if reached else None
+    """The smallest spread of ``power`` (spread asked -> {"supported", "replicates", "true_kstar_sd"}) at which a
+    rule said "supported" in at least :data:`DETECTABLE` of the surrogates, as the sd of the true k* that spread
+    reached (the spread asked where none is recorded); None where it does at no spread (or no positive was run). A
+    larger spread may fall short of it: power need not grow with the spread, where a shift moves much of a curve out
+    of the window (:func:`_unseen` says so)."""
+    at = _detected_at(power)
+    return None if at is None else float(power[at].get("true_kstar_sd", float(at)))
 
 
-def _unseen(smallest: float | None, power: dict) -> str:
+def _detected_at(power: dict) -> str | None:
+    reached = [value for value, p in power.items() if p["supported"] >= DETECTABLE * p["replicates"] > 0]
+    return min(reached, key=float) if reached else None
+
+
+def _unseen(power: dict) -> str:
     """What a "not certified" cannot exclude on this panel: the sentence the audit prints beside it, from the power
     counts with their intervals (a count of 32 of 40 is an interval of 64-91 %, not 80 %)."""
     if not power:
@@ -641,20 +661,22 @@ def _unseen(smallest: float | None, power: dict) -> str:
         return f"{p['supported']} of {p['replicates']} ({_percent(p['ci'])})"
 
     spreads = sorted(power, key=float)
-    if smallest is None:
+    at = _detected_at(power)
+    if at is None:
         best = max(spreads, key=lambda v: power[v]["supported"] / max(power[v]["replicates"], 1))
-        return (f"on this panel the rule detected no spread simulated ({kind}, {spreads[0]} to {spreads[-1]} lags) in "
-                f"{DETECTABLE:.0%} of surrogates; most often a spread of {best} lags, in {count(best)}")
-    at = f"{smallest:g}"
-    text = (f"on this panel the rule detected {kind} of {at} lag{'s' if smallest > 1 else ''} in {count(at)} of "
-            "surrogates")
-    short = [v for v in spreads if float(v) > smallest
+        return (f"on this panel the rule detected no spread simulated ({kind}, sd of the true k* "
+                f"{power[spreads[0]].get('true_kstar_sd', spreads[0]):g} to "
+                f"{power[spreads[-1]].get('true_kstar_sd', spreads[-1]):g} lags) in {DETECTABLE:.0%} of surrogates; "
+                f"most often {_spread(best, power[best])}, in {count(best)}")
+    text = f"on this panel the rule detected {kind}, {_spread(at, power[at])}, in {count(at)} of surrogates"
+    short = [v for v in spreads if float(v) > float(at)
              and power[v]["supported"] < DETECTABLE * power[v]["replicates"]]
     if short:
-        text += "; larger spreads less often: " + ", ".join(f"{v} lags in {count(v)}" for v in short)
-    below = [v for v in spreads if float(v) < smallest]
+        text += "; larger spreads less often: " + ", ".join(f"{_spread(v, power[v])} in {count(v)}" for v in short)
+    below = [v for v in spreads if float(v) < float(at)]
     if below:
-        text += "; smaller spreads were detected less often: " + ", ".join(f"{v} lags in {count(v)}" for v in below)
+        text += "; smaller spreads were detected less often: " + ", ".join(
+            f"{_spread(v, power[v])} in {count(v)}" for v in below)
     return text
 
 
@@ -750,7 +772,8 @@ def read_rates(path: Path, panel: Panel, params: Params) -> dict:
         return {"note": f"the panel-matched study {shown(path)} was measured on other rules (rules versions "
                         f"{versions_text(measured)}, now {versions_text(RULES_VERSIONS)}); run it again"}
     return {"note": "", "settings": record["settings"],
-            "error_rates": {r: rates for r, rates in record["error_rates"].items() if r in current},
+            "error_rates": {r: {layer: worded(rate) for layer, rate in rates.items()}
+                            for r, rates in record["error_rates"].items() if r in current},
             "stale": stale, "created_utc": record.get("created_utc"), "file": shown(path)}
 
 
