@@ -58,7 +58,7 @@ def test_own_panel_runs_through_prep_training_and_audit(example):
     recovery = result.neural_vs_classical.query("comparison == 'recovery'").metric
     assert list(recovery) == ["ranking: Spearman(k*, lag centre)", "size: k* MAE against the lag centre"]
     assert set(result.neural_vs_classical_verdict) == {"moderated_dl", "rule"}
-    assert set(result.neural_vs_classical_verdict["moderated_dl"]) == {"forecast", "ranking", "evidence"}
+    assert set(result.neural_vs_classical_verdict["moderated_dl"]) >= {"forecast", "ranking", "lag_size", "evidence"}
     # one panel, deterministic fits: the seeds replicate nothing, so only the regions carry the test
     pair = result.heldout.set_index(["reference", "comparator"]).loc[("moderated_dl", "shared_dl")]
     assert np.isnan(pair.p_seed_better) and pair.p_better == pair.p_entity_better

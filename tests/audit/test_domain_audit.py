@@ -13,7 +13,7 @@ from scipy import stats
 
 from acgate import runs
 from acgate.audit import domain_audit, run_folders
-from acgate.config import load_params
+from acgate.config import AuditConfig, load_params
 from acgate.data.dgp import simulate
 from acgate.data.panel import Panel
 from acgate.notebook.execution import PROGRESS
@@ -522,3 +522,21 @@ def test_a_run_that_learnt_nothing_is_left_out_and_named(tmp_path, params):
     assert "check train.lr" in failed.reason.iloc[0] and "learnt nothing" in result.problems[0]
     assert {cell["verdict"] for cell in result.verdicts.values()} == {"not claimed"}, result.verdicts
     assert "acgate" not in set(result.l0.method)
+
+
+def test_the_head_to_head_line_says_every_significant_difference():
+    """The example panel's page read "forecast: no better; ranking: AC-GATE better" and left out that AC-GATE sizes
+    the lags worse (k* MAE against the lag centre, p 0.0039): the size aspect read only the DGP's mean lag, which a
+    user's panel does not have. Now it falls back to the lag centre, and any other significant metric is named."""
+    rows = [("held-out test MSE (classical - AC-GATE)", 0.2, 0.8), ("ranking: Spearman(k*, lag centre)", 0.01, 0.99),
+            ("size: k* MAE against the lag centre", 0.9961, 0.0039)]
+    comparison = pd.DataFrame([{"classical_method": "moderated_dl", "comparison": "", "metric": m, "advantage": 0.0,
+                                "p_neural_better": b, "p_neural_worse": w} for m, b, w in rows])
+    comparison["outcome"] = np.where(comparison.p_neural_better < 0.05, "AC-GATE better",
+                                     np.where(comparison.p_neural_worse < 0.05, "AC-GATE worse", "no better"))
+    line = domain_audit.comparison_verdict(comparison, AuditConfig())["moderated_dl"]
+    assert (line["forecast"], line["ranking"], line["lag_size"]) == ("no better", "AC-GATE better", "AC-GATE worse")
+    extra = pd.concat([comparison, comparison.iloc[[1]].assign(metric="ranking: Spearman(k*, DGP mean lag)",
+                                                               outcome="AC-GATE worse")])
+    line = domain_audit.comparison_verdict(extra, AuditConfig())["moderated_dl"]
+    assert line["ranking: Spearman(k*, DGP mean lag)"] == "AC-GATE worse" and line["ranking"] == "AC-GATE better"
