@@ -67,6 +67,9 @@ def test_the_block_of_a_training_step_leaves_finished_runs_current():
     blocked = dataclasses.replace(full, train=dataclasses.replace(full.train, block_entities=64))
     assert blocked.digest() == full.digest()
     assert dataclasses.replace(full, train=dataclasses.replace(full.train, lr=0.01)).digest() != full.digest()
+    # a gate without memory is another model; the paper's (the default) hashes as before the setting existed
+    assert dataclasses.replace(full, model=dataclasses.replace(full.model, gate_memory=False)).digest() \
+        != full.digest()
 
 
 def test_unknown_key_names_the_key_and_the_allowed_keys(tmp_path):

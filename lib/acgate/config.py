@@ -256,6 +256,11 @@ class ModelConfig:
     temperature: float = _param(1.0, "tau: temperature of the lag-gate softmax", _positive)
     recon_weight: float = _param(0.1, "lambda_r: weight of the proxy-reconstruction loss", _non_negative)
     recon_detach: bool = _param(False, "true: reconstruction trains only its head, not the encoder", _bool)
+    gate_memory: bool = _param(True, "AC-GATE family: true (the paper's) carries the LSTM state from one target step "
+                               "to the next, so an earlier step's lag context reaches later predictions and the gate "
+                               "need not hold the longer lags (its k* sits about a lag low on a flat panel); false "
+                               "reads each step's context alone from the state z sets, so the gate is the whole lag "
+                               "response", _bool)
     recon_anchor_weight: float = _param(1.0, "weight of the first proxy in the reconstruction loss (others 1)",
                                         _positive)
     attention_heads: int = _param(4, "TFT: attention heads (model.hidden must be divisible by it)", _int_at_least(1))
@@ -365,11 +370,15 @@ class Params:
         and the list of methods do not shape a run, so changing them leaves finished runs valid; nor does
         ``train.block_entities`` (an epoch is the same optimiser step whatever the block; each run records its
         block), nor ``train.stacked`` (each seed's optimiser steps are those of its lone run; each run records the
-        stack), nor ``train.keep_freed_memory`` (where memory comes from changes no number)."""
+        stack), nor ``train.keep_freed_memory`` (where memory comes from changes no number). ``model.gate_memory``
+        counts only where it is false: the paper's model hashes as it did before the setting existed, so its runs,
+        studies and calibration stay current."""
         shaping = {k: v for k, v in self.to_dict().items()
                    if k not in ("audit", "n_seeds", "methods") and v is not None}
         unshaping = ("block_entities", "stacked", "keep_freed_memory")
         shaping["train"] = {k: v for k, v in shaping["train"].items() if k not in unshaping}
+        if shaping["model"]["gate_memory"]:
+            shaping["model"] = {k: v for k, v in shaping["model"].items() if k != "gate_memory"}
         text = json.dumps(shaping, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 

@@ -132,3 +132,12 @@ def test_seeds_stacked_on_cuda_are_their_lone_runs_there(no_dropout, seed_panels
                                    err_msg=f"{method} on CUDA")
     written = runner.run_seeds(dict(enumerate(seed_panels)), on_gpu, method, tmp_path, log=quiet)  # auto: stacked
     assert all(metrics["stacked_seeds"] == 3 and metrics["device"].startswith("cuda") for metrics in written.values())
+
+
+def test_a_gate_without_memory_trains_stacked_as_alone(no_dropout, seed_panels):
+    params = dataclasses.replace(no_dropout, model=dataclasses.replace(no_dropout.model, gate_memory=False))
+    lone = [train.fit(panel, params, "acgate", seed, quiet) for seed, panel in enumerate(seed_panels[:2])]
+    together = stacked.fit_stacked(seed_panels[:2], params, "acgate", [0, 1], quiet)
+    for alone, stack in zip(lone, together, strict=True):
+        assert (stack.epochs_run, stack.best_epoch) == (alone.epochs_run, alone.best_epoch)
+        np.testing.assert_allclose(stack.history.to_numpy(), alone.history.to_numpy(), rtol=1e-3, atol=1e-6)

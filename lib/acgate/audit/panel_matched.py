@@ -705,10 +705,12 @@ def panel_digest(panel: Panel) -> str:
 def params_digest(params: Params) -> str:
     """Short hash of the whole params, the audit settings, methods and seed count included (all shape the study's
     replicates or the rules they are judged by); ``Params.digest`` leaves those out, as they do not shape a run. Left
-    out: ``train.keep_freed_memory``, which changes no number (so the studies measured before it existed stay
-    current)."""
+    out: ``train.keep_freed_memory``, which changes no number, and ``model.gate_memory`` where it is the paper's
+    (true), so that the studies measured before either existed stay current."""
     whole = params.to_dict()
     whole["train"] = {k: v for k, v in whole["train"].items() if k != "keep_freed_memory"}
+    if whole["model"]["gate_memory"]:
+        whole["model"] = {k: v for k, v in whole["model"].items() if k != "gate_memory"}
     return hashlib.sha256(json.dumps(whole, sort_keys=True).encode()).hexdigest()[:12]
 
 

@@ -64,11 +64,13 @@ def _mlp(n_in: int, hidden: int, n_out: int) -> nn.Sequential:
 class Backbone(nn.Module):
     """Entity embedding, static projection, an optional initial state from a conditioning vector, a stacked LSTM
     over the target steps and a linear head. At every step the LSTM reads the model's step vector (n_step wide),
-    the entity embedding and the static projection."""
+    the entity embedding and the static projection. With ``memory`` False each step is read alone, from the initial
+    state: nothing of an earlier step's input reaches a later prediction."""
 
-    def __init__(self, cfg: ModelConfig, n_entities: int, n_static: int, n_step: int, init_dim: int = 0):
+    def __init__(self, cfg: ModelConfig, n_entities: int, n_static: int, n_step: int, init_dim: int = 0,
+                 memory: bool = True):
         super().__init__()
-        self.cfg = cfg
+        self.cfg, self.memory = cfg, memory
         self.entity_embedding = nn.Embedding(n_entities, cfg.entity_embedding) if cfg.entity_embedding else None
         self.static_proj = nn.Linear(n_static, cfg.static_embedding) if n_static else None
         self.init_state = nn.Linear(init_dim, 2 * cfg.lstm_layers * cfg.hidden) if init_dim else None
@@ -94,8 +96,12 @@ class Backbone(nn.Module):
         if self.init_state is not None:
             h0, c0 = torch.tanh(self.init_state(init)).view(n, 2, self.cfg.lstm_layers, -1).permute(1, 2, 0, 3)
             state = (h0.contiguous(), c0.contiguous())
-        hidden, _ = self.lstm(torch.cat([steps, *context], dim=-1), state)
-        return self.head(hidden).squeeze(-1)
+        inputs = torch.cat([steps, *context], dim=-1)
+        if not self.memory:  # N x T' sequences of one step, each from its entity's initial state
+            inputs = inputs.reshape(n * length, 1, -1)
+            state = tuple(s.repeat_interleave(length, dim=1) for s in state) if state else None
+        hidden, _ = self.lstm(inputs, state)
+        return self.head(hidden).reshape(n, length)
 
 
 class ACGate(nn.Module):
@@ -110,7 +116,8 @@ class ACGate(nn.Module):
         self.recon_head = _mlp(1, cfg.encoder_hidden, n_proxies)  # g_psi: z_i -> p_hat_i
         self.gate = _mlp(1, cfg.encoder_hidden, K)  # g_theta: z_i -> K lag logits
         self.lag_proj = nn.Linear(n_features, cfg.hidden)  # h: one step's features -> R^d
-        self.backbone = Backbone(cfg, n_entities, n_static, cfg.hidden, init_dim=1)  # z -> (h0, c0) of every layer
+        # z -> (h0, c0) of every layer
+        self.backbone = Backbone(cfg, n_entities, n_static, cfg.hidden, init_dim=1, memory=cfg.gate_memory)
         self.register_buffer("position", torch.arange(1, K + 1, dtype=torch.float32) / K)  # k/K
 
     @property
