@@ -256,7 +256,7 @@ def test_the_error_rates_are_counted_and_worded():
                                 "ci": [round(v, 4) for v in stats.binomtest(3, 4).proportion_ci(0.95, "exact")]}
     assert l1["sentence"] == ("on panels like this one the rule falsely supports in 3 of 4 surrogates of its worst "
                               "null (stratifier_lags_one; 95 % interval 19-99%), 4 of 12 over all nulls; it detects "
-                              "a spread of 1 lag in 3 of 4; a spread of 1.684 lags (2 asked: the lag window cuts it) "
+                              "a spread of 1 lag in 3 of 4; a spread of 1.7 lags (2 asked: the lag window cuts it) "
                               "in 4 of 4")
     differ = rates["moderated_dl"]["lags differ"]  # ... and a positive of the lags-differ statement
     assert differ["false_support"]["replicates"] == 8 and differ["power"]["1"] == {
@@ -271,7 +271,7 @@ def test_the_error_rates_are_counted_and_worded():
     # every spread named is the sd of the true k* reached (one meaning), and where the window cut it, that is said
     assert l1["smallest_detectable"] == 1.684 and l1["unseen"] == (
         "on this panel the rule detected a rigid shift of the pooled lag curve along the proxies' direction, a spread "
-        "of 1.684 lags (2 asked: the lag window cuts it), in 4 of 4 (40-100%) of surrogates; smaller spreads were "
+        "of 1.7 lags (2 asked: the lag window cuts it), in 4 of 4 (40-100%) of surrogates; smaller spreads were "
         "detected less often: a spread of 1 lag in 3 of 4 (19-99%)")
     assert positives["smallest_detectable"] is None and positives["unseen"].startswith(
         "on this panel the rule detected no spread simulated (a rigid shift of the pooled lag curve along the proxies' "
@@ -335,8 +335,8 @@ def test_the_committed_studies_were_measured_under_the_repositorys_params(domain
 def test_a_study_of_another_panel_or_other_params_is_refused(example, source, tmp_path):
     params, _, panel = example
     path = tmp_path / panel_matched.RECORD
-    rate = panel_matched.worded({"false_support": {"supported": 0, "replicates": 4, "ci": [0.0, 0.6024]},
-                                 "worst_null": {}, "power": {}})
+    none = {"supported": 0, "replicates": 4, "ci": [0.0, 0.6024]}
+    rate = panel_matched.worded({"false_support": none, "worst_null": {"scenario": "one_curve", **none}, "power": {}})
     rates = {"moderated_dl": {"L1": rate}}
     panel_matched.write_record(path, source, params, ["one_curve"], SETTINGS, rates, 0.1, 1,
                                calibration.provenance(params))

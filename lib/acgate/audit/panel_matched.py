@@ -615,11 +615,11 @@ def worded(rate: dict) -> dict:
 
 
 def _spread(value: str, p: dict) -> str:
-    """A spread of the power grid as the sd of the true k* it reached ("a spread of 1.68 lags (2 asked: the lag
-    window cuts it)"); the spread asked for where no reached one is recorded."""
-    reached = p.get("true_kstar_sd", float(value))
-    cut = f" ({value} asked: the lag window cuts it)" if float(value) - reached > 0.05 else ""
-    return f"a spread of {reached:g} lag{'s' if reached != 1 else ''}{cut}"
+    """A spread of the power grid as the sd of the true k* it reached, to two digits ("a spread of 1.7 lags (2 asked:
+    the lag window cuts it)"); the spread asked for where no reached one is recorded."""
+    reached = f"{p.get('true_kstar_sd', float(value)):.2g}"
+    cut = f" ({value} asked: the lag window cuts it)" if float(value) - float(reached) > 0.05 else ""
+    return f"a spread of {reached} lag{'s' if reached != '1' else ''}{cut}"
 
 
 def _worst_null(nulls: pd.DataFrame) -> dict:
@@ -664,10 +664,10 @@ def _unseen(power: dict) -> str:
     at = _detected_at(power)
     if at is None:
         best = max(spreads, key=lambda v: power[v]["supported"] / max(power[v]["replicates"], 1))
-        return (f"on this panel the rule detected no spread simulated ({kind}, sd of the true k* "
-                f"{power[spreads[0]].get('true_kstar_sd', spreads[0]):g} to "
-                f"{power[spreads[-1]].get('true_kstar_sd', spreads[-1]):g} lags) in {DETECTABLE:.0%} of surrogates; "
-                f"most often {_spread(best, power[best])}, in {count(best)}")
+        low, high = (float(power[v].get("true_kstar_sd", v)) for v in (spreads[0], spreads[-1]))
+        return (f"on this panel the rule detected no spread simulated ({kind}, sd of the true k* {low:.2g} to "
+                f"{high:.2g} lags) in {DETECTABLE:.0%} of surrogates; most often {_spread(best, power[best])}, in "
+                f"{count(best)}")
     text = f"on this panel the rule detected {kind}, {_spread(at, power[at])}, in {count(at)} of surrogates"
     short = [v for v in spreads if float(v) > float(at)
              and power[v]["supported"] < DETECTABLE * power[v]["replicates"]]
