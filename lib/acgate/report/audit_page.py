@@ -199,7 +199,7 @@ def rates_at_a_glance(result: AuditResult, references: list[str]) -> pd.DataFram
             return f"not measured: {unmeasured(study, reference)}"
         false, worst = rate["false_support"], rate.get("worst_null") or {}
         smallest = rate.get("smallest_detectable")
-        power = (f"detects a spread of {smallest:g} lag{'s' if smallest != 1 else ''} in 80 %"
+        power = (f"detects a spread of {smallest:.2g} lag{'s' if f'{smallest:.2g}' != '1' else ''} in 80 %"
                  if smallest is not None else "detects no spread simulated in 80 %")
         falsely = (f"false in {worst['supported']} of {worst['replicates']} of its worst null ({worst['scenario']}), "
                    f"{false['supported']} of {false['replicates']} in all" if worst
