@@ -187,7 +187,7 @@ def _column_specs(frame: pd.DataFrame, shown: pd.DataFrame) -> dict[str, tuple[s
     wrapped = [c for c in shown if not numeric[c] and natural[c] > WRAP[0]]
     share = (TEXT_WIDTH - sum(natural[c] + PAD for c in shown if c not in wrapped) - PAD * len(wrapped)) / max(
         len(wrapped), 1)
-    width = round(share if share >= WRAP[1] else WRAP[0], 2)
+    width = math.floor(100 * (share if share >= WRAP[1] else WRAP[0])) / 100  # rounded up, it would not fit
     return {c: (f"p{{{width}in}}", width) if c in wrapped else ("r" if numeric[c] else "l", natural[c])
             for c in shown}
 
