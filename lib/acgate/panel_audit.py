@@ -122,7 +122,7 @@ class PanelAudit:
     def conf_int(self, alpha: float = 0.05) -> pd.DataFrame:
         """Each reference's k* per entity (index: reference, entity): the mean over seeds (``kstar``) with the
         ``lower`` and ``upper`` bounds of its t interval over the seeds at level 1 - ``alpha`` (training randomness
-        only: a closed-form fit, which reads no seed, has a zero-wide one), and the number of ``seeds``."""
+        only; NaN for a closed-form fit, which reads no seed), and the number of ``seeds``."""
         from acgate.report.summary import kstar_intervals
 
         return kstar_intervals(self.result, alpha)

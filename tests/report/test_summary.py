@@ -11,8 +11,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from acgate.audit.verdicts import LAYERS
+from acgate.audit.domain_audit import reference_config
+from acgate.audit.verdicts import LAYERS, calibrated_verdicts
 from acgate.panel_audit import PanelAudit
+from acgate.report import render
 from acgate.statistics import fisher_combined
 from tests.report.test_render import compiled
 
@@ -66,7 +68,7 @@ def test_the_rates_are_the_worst_null_class_with_its_clopper_pearson_interval(ti
     assert np.isnan(numbers.loc[("acgate", "L1"), "false_supported"])  # the committed study trained no AC-GATE
 
 
-def test_kstar_per_entity_comes_with_its_interval_over_seeds(tiny_grid):
+def test_kstar_per_entity_comes_with_its_interval_over_seeds(tiny_grid, tmp_path):
     result = tiny_grid[0]
     intervals = audited(tiny_grid).conf_int(alpha=0.1)
     runs = result.kstar_by_entity
@@ -76,9 +78,34 @@ def test_kstar_per_entity_comes_with_its_interval_over_seeds(tiny_grid):
     assert (row.kstar, row.lower, row.upper, row.seeds) == (pytest.approx(one.mean()), pytest.approx(low),
                                                             pytest.approx(high), len(one))
     classical = intervals.loc["moderated_dl"]
-    assert (classical.upper - classical.lower).abs().max() < 1e-9  # a closed-form fit reads no seed
+    assert classical.lower.isna().all() and classical.upper.isna().all()  # a closed-form fit reads no seed
     with pytest.raises(ValueError, match="alpha=5"):
         audited(tiny_grid).conf_int(alpha=5)
+    apart = PanelAudit(dataclasses.replace(result, shared_entities=False), *tiny_grid[1:2], tiny_grid[4], tmp_path)
+    with pytest.raises(ValueError, match="panels of their own"):  # each seed's entity e000 is another entity
+        apart.conf_int()
+
+
+def test_a_study_without_nulls_a_missing_p_and_the_numbers_in_latex(tiny_grid):
+    """A study of positives alone has no worst null (its rates are NaN, not a crash); a comparator whose Holm p is NaN
+    leaves L0 without a deciding p; the LaTeX prints p-values and counts as such (p 0.0004 read "0.000", a count of
+    3 "3.000")."""
+    result = tiny_grid[0]
+    power = {"1": {"supported": 3, "replicates": 4, "ci": [0.19, 0.99], "true_kstar_sd": 1.0}}
+    positives = {"note": "", "settings": {"replicates": 4, "neural_replicates": 0, "seeds": 5}, "error_rates": {
+        "moderated_dl": {"L1": {"false_support": {"supported": 0, "replicates": 0, "ci": None}, "worst_null": {},
+                                "power": power, "smallest_detectable": None}}}}
+    row = audited(tiny_grid, positives).to_frame().loc[("moderated_dl", "L1")]
+    assert np.isnan(row.false_supported) and np.isnan(row.false_rate_low) and row.worst_null == ""
+    heldout = result.heldout.copy()
+    heldout.loc[heldout.index[0], "holm_better"] = np.nan  # a comparator its tests could not score
+    cfg = reference_config(result.config, heldout.reference.iloc[0])
+    cell = calibrated_verdicts(cfg, result.l1, heldout, result.seed_agreement, result.l2_summary, result.l3,
+                               result.wilcoxon, True, result.shared_entities, result.lag_tests)["L0"]
+    assert cell["p"] is None and cell["verdict"] != "supported"
+    frame = audited(tiny_grid).to_frame().reset_index().assign(p_value=0.0004, false_supported=3.0)
+    latex = render.latex_table(frame, "numbers", "Numbers.")
+    assert " 0.00040 " in latex and " 3 " in latex and "0.000 " not in latex and "3.000" not in latex
 
 
 def test_the_summary_renders_as_text_html_and_latex(tiny_grid):
@@ -90,7 +117,7 @@ def test_the_summary_renders_as_text_html_and_latex(tiny_grid):
     page = summary.as_html()
     assert page.count("<table") == 2 and "p_value" in page and "<li>" in page
     latex = summary.as_latex()
-    assert latex.count(r"\begin{table}") == 2 and r"\label{tab:example_panel_numbers}" in latex
+    assert latex.count(r"\begin{table}") == 2 and r"\label{tab:example_panel_summary_numbers}" in latex
     assert r"\label{tab:example_panel_numbers}" in audit.to_latex()
 
 
@@ -106,5 +133,5 @@ def test_the_documented_columns_are_the_frames(tiny_grid):
 def test_the_summarys_latex_compiles_and_fits_the_page(tiny_grid, tmp_path):
     audit = audited(tiny_grid)
     (tmp_path / "summary.tex").write_text(audit.summary().as_latex())
-    (tmp_path / "numbers.tex").write_text(audit.to_latex().replace("tab:example_panel_numbers", "tab:numbers"))
+    (tmp_path / "numbers.tex").write_text(audit.to_latex())
     assert "Overfull \\hbox" not in compiled(tmp_path, ["summary", "numbers"])

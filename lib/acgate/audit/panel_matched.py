@@ -30,9 +30,10 @@ training mean (zero). Targets missing in the panel stay missing. The scenarios (
   the part of a stratifier the proxies do not carry, so the lags differ (the truth of the lags-differ statement) but
   the proxies do not hold them (L1, L2 and L3 must not say so).
 
-The smallest spread a rule detects on the panel (:func:`smallest_detectable`) is the smallest spread of the grid at
-which it says "supported" in at least :data:`DETECTABLE` of the surrogates; every "not certified" is read with the
-power counts and their intervals (:func:`_unseen`), and every false-support rate with the worst null's.
+The smallest spread a rule detects on the panel (:func:`smallest_detectable`) is the sd of the true k* reached by
+the smallest spread of the grid at which it says "supported" in at least :data:`DETECTABLE` of the surrogates (every
+spread named is such an sd: :func:`spread_text`); every "not certified" is read with the power counts and their
+intervals (:func:`_unseen`), and every false-support rate with the worst null's.
 
 The proxies' direction is their least-squares fit to the ranks of the stratifier they carry best among those the
 audit does not call circular (so that L2 has something to find when the lags follow it); the first principal
@@ -250,7 +251,7 @@ def fit_source(panel: Panel, params: Params) -> Source:
     for name, scenario in SCENARIOS.items():
         score = scores.get(scenario.moderator)
         if score is not None:
-            shifts[name], spreads[name] = _shift_for_spread(curve, score, scenario.spread)
+            shifts[name], spreads[name] = _shift_forspread_text(curve, score, scenario.spread)
     about.update({**found.about(), "lagged_share_of_variance": round(float(explained), 4),
                   "pooled_curve": np.round(curve, 4).tolist(), "true_kstar_sd": spreads})
     return Source(panel, K, x, curve, intercept, found.rho, found.sigma, common, proxy_score, stratifier_score,
@@ -272,7 +273,7 @@ def _shift_limits(curve: np.ndarray) -> tuple[float, float]:
     return limits[0], limits[1]
 
 
-def _shift_for_spread(curve: np.ndarray, score: np.ndarray, spread: float) -> tuple[np.ndarray, float]:
+def _shift_forspread_text(curve: np.ndarray, score: np.ndarray, spread: float) -> tuple[np.ndarray, float]:
     """The lag shifts c * score (N,), each within :func:`_shift_limits`, whose true k* have the sd closest to
     ``spread``, and that sd (a short window may not reach the spread asked for)."""
     earlier, later = _shift_limits(curve)
@@ -604,7 +605,8 @@ def worded(rate: dict) -> dict:
     spread asked for, the text says so. :func:`read_rates` words a stored record again, so that the words follow
     the counts whichever version wrote them."""
     power, worst, false = rate["power"], rate.get("worst_null") or {}, rate["false_support"]
-    detects = "; ".join(f"{_spread(value, p)} in {p['supported']} of {p['replicates']}" for value, p in power.items())
+    detects = "; ".join(f"{spread_text(value, p)} in {p['supported']} of {p['replicates']}"
+                        for value, p in power.items())
     falsely = (f"on panels like this one the rule falsely supports in {worst['supported']} of "
                f"{worst['replicates']} surrogates of its worst null ({worst['scenario']}; 95 % interval "
                f"{_percent(worst['ci'])}), {false['supported']} of {false['replicates']} over all nulls"
@@ -614,12 +616,16 @@ def worded(rate: dict) -> dict:
             "unseen": _unseen(power)}
 
 
-def _spread(value: str, p: dict) -> str:
-    """A spread of the power grid as the sd of the true k* it reached, to two digits ("a spread of 1.7 lags (2 asked:
-    the lag window cuts it)"); the spread asked for where no reached one is recorded."""
-    reached = f"{p.get('true_kstar_sd', float(value)):.2g}"
-    cut = f" ({value} asked: the lag window cuts it)" if float(value) - float(reached) > 0.05 else ""
-    return f"a spread of {reached} lag{'s' if reached != '1' else ''}{cut}"
+CUT = 0.95  # a scenario whose true k* reached less than this share of the spread asked was cut by the lag window
+
+
+def spread_text(value: str, p: dict) -> str:
+    """A spread of the power grid (``value`` asked; ``p`` its power record) as the sd of the true k* it reached, to
+    two digits ("a spread of 1.7 lags (2 asked: the lag window cuts it)"); the spread asked for where no reached one
+    is recorded."""
+    reached = float(p.get("true_kstar_sd", float(value)))
+    cut = f" ({value} asked: the lag window cuts it)" if reached < CUT * float(value) else ""
+    return f"a spread of {reached:.2g} lag{'s' if f'{reached:.2g}' != '1' else ''}{cut}"
 
 
 def _worst_null(nulls: pd.DataFrame) -> dict:
@@ -666,17 +672,17 @@ def _unseen(power: dict) -> str:
         best = max(spreads, key=lambda v: power[v]["supported"] / max(power[v]["replicates"], 1))
         low, high = (float(power[v].get("true_kstar_sd", v)) for v in (spreads[0], spreads[-1]))
         return (f"on this panel the rule detected no spread simulated ({kind}, sd of the true k* {low:.2g} to "
-                f"{high:.2g} lags) in {DETECTABLE:.0%} of surrogates; most often {_spread(best, power[best])}, in "
+                f"{high:.2g} lags) in {DETECTABLE:.0%} of surrogates; most often {spread_text(best, power[best])}, in "
                 f"{count(best)}")
-    text = f"on this panel the rule detected {kind}, {_spread(at, power[at])}, in {count(at)} of surrogates"
+    text = f"on this panel the rule detected {kind}, {spread_text(at, power[at])}, in {count(at)} of surrogates"
     short = [v for v in spreads if float(v) > float(at)
              and power[v]["supported"] < DETECTABLE * power[v]["replicates"]]
     if short:
-        text += "; larger spreads less often: " + ", ".join(f"{_spread(v, power[v])} in {count(v)}" for v in short)
+        text += "; larger spreads less often: " + ", ".join(f"{spread_text(v, power[v])} in {count(v)}" for v in short)
     below = [v for v in spreads if float(v) < float(at)]
     if below:
         text += "; smaller spreads were detected less often: " + ", ".join(
-            f"{_spread(v, power[v])} in {count(v)}" for v in below)
+            f"{spread_text(v, power[v])} in {count(v)}" for v in below)
     return text
 
 

@@ -150,8 +150,9 @@ def cell(verdict: str, rule: str, evidence: str, warnings: list[str] | None = No
     warnings : list of str or None, default None
         Caveats for the reader; None for none.
     p : float or None, default None
-        The p-value the verdict turned on: of the tests a "supported" needs below alpha, the largest (None, also for
-        NaN, where no test decided).
+        The p-value the verdict turned on: of the layer's own tests that a "supported" needs below alpha, the
+        largest (None, also for NaN, where no test decided). A gate on another layer (L2 needs L1) is not folded in:
+        its own cell has its p.
     statistic : str, default ""
         What ``value`` is, e.g. "mean sd(k*)"; empty for none.
     value : float or None, default None
@@ -181,7 +182,7 @@ def _largest(ps: list[float]) -> float | None:
 
 
 def _number(x: float | None) -> float | None:
-    """``x`` as a float, or None where it is None or NaN (verdicts.json holds no NaN)."""
+    """``x`` as a float, or None where it is None, NaN or infinite (verdicts.json holds neither)."""
     return None if x is None or not np.isfinite(x) else float(x)
 
 
@@ -562,7 +563,7 @@ def _forecast(cfg: AuditConfig, heldout: pd.DataFrame, shared_entities: bool) ->
         evidence = "against persistence alone: " + evidence
     verdict = ("ruled out" if (heldout.holm_worse < alpha).any() else
                "supported" if (heldout.holm_better < alpha).all() else "not certified")
-    return cell(verdict, rule, evidence, warnings, p=heldout.holm_better.max(),
+    return cell(verdict, rule, evidence, warnings, p=_largest(list(heldout.holm_better)),
                 statistic="smallest loss gain over a comparator", value=heldout.mean_loss_diff.min())
 
 
@@ -591,7 +592,7 @@ def _heterogeneity(cfg: AuditConfig, l1: pd.DataFrame, heldout: pd.DataFrame) ->
         # a NaN seed p: see heldout
         ok = bool(r.p_entity_better < alpha and (np.isnan(r.p_seed_better) or r.p_seed_better < alpha))
         beaten.append(ok)
-        deciding.append(np.nanmax([r.p_entity_better, r.p_seed_better]))
+        deciding.append(r.p_better)  # the larger of the two (the entities' alone where the seeds test nothing)
         parts.append(f"vs {comparator}: loss diff {r.mean_loss_diff:+.4g}, p seeds {format_p(r.p_seed_better)}, "
                      f"p entities {format_p(r.p_entity_better, cfg.bootstrap)}{'' if ok else ' (not beaten)'}")
         if not np.isnan(r.p_seed_better):  # NaN: the seeds replicate nothing, and more of them cannot help
@@ -637,7 +638,7 @@ def _interactions(cfg: AuditConfig, l1: pd.DataFrame, lag_tests: pd.DataFrame) -
     supported = p_scaled < alpha and p_shared < alpha and share >= cfg.l1_min_share
     return cell("supported" if supported else "not certified", rule, evidence,
                 edge_warning(cfg, mine) + common_shock_warning(alpha, tested) + stability_warning(alpha, tested),
-                p=max(p_scaled, p_shared), statistic="GLS mean sd(k*)", value=tested.kstar_sd.mean())
+                p=_largest([p_scaled, p_shared]), statistic="GLS mean sd(k*)", value=tested.kstar_sd.mean())
 
 
 def lags_changed(alpha: float, lag_tests: pd.DataFrame) -> dict:
@@ -757,8 +758,9 @@ def _alignment(cfg: AuditConfig, l1_cell: dict, agreement: pd.DataFrame, l2_summ
         blockers.append(f"k* ordering not reproducible across seeds (median seed-pair Spearman "
                         f"{mine.median_rho.iloc[0]:.2f} < {cfg.min_seed_agreement})")
     verdict = "supported" if len(aligned_stratifiers(cfg, summary)) and not blockers else "not certified"
-    clean = summary[~summary.circular_joint & summary.p_holm.notna()]
-    best = clean.loc[clean.p_holm.idxmin()] if len(clean) else None  # the stratifier closest to passing
+    passing = aligned_stratifiers(cfg, summary)
+    clean = passing if len(passing) else summary[~summary.circular_joint & summary.p_holm.notna()]
+    best = clean.loc[clean.p_holm.idxmin()] if len(clean) else None  # the one that passes, or is closest to it
     return cell(verdict, rule, "; ".join(blockers + [evidence]), p=None if best is None else best.p_holm,
                 statistic="" if best is None else f"alignment rho of {best.stratifier}",
                 value=None if best is None else best.alignment_rho)

@@ -25,6 +25,7 @@ import pandas as pd
 import yaml
 
 from acgate.audit.domain_audit import CLASSICAL, NEURAL, AuditResult
+from acgate.audit.panel_matched import spread_text
 from acgate.audit.run_folders import load_panel
 from acgate.audit.verdicts import CLASSICAL_REFERENCE, LAYERS, RULES_VERSIONS, rules_versions, versions_text
 from acgate.config import GATE_METHODS, Params
@@ -107,7 +108,7 @@ def power_warning(rates: dict, reference: str, layer: str, verdict: str) -> str 
     share, classical = mine["supported"] / mine["replicates"], theirs["supported"] / theirs["replicates"]
     if share >= POWER_SHARE * classical:
         return None
-    return (f"on surrogates of this panel {render.readable(reference)} detects a spread of {POWER_SPREAD} lag in "
+    return (f"on surrogates of this panel {render.readable(reference)} detects {spread_text(POWER_SPREAD, mine)} in "
             f"{mine['supported']} of {mine['replicates']}, under half the moderated distributed lag's "
             f"{theirs['supported']} of {theirs['replicates']}: this \"not certified\" says little; read the moderated "
             f"distributed lag's {layer}")
@@ -508,9 +509,9 @@ def _provenance(page: Page, result: AuditResult, params: Params, runs_root: Path
         versions = (frame.groupby(["git_sha", "code_digest", "device", "machine"], sort=False)
                     .created_utc.agg(runs="size", first="min", last="max").reset_index())
         page.paragraph(f"The {len(records)} runs audited were made by (first and last: UTC):")
-        shown = versions.astype(str).T  # one column per code version: narrow enough for a phone
-        shown.columns = [f"version {n + 1}" for n in range(len(versions))] if len(versions) > 1 else ["made by"]
-        page.table(shown.rename(index=render.header).rename_axis("").reset_index())
+        by_version = versions.astype(str).T  # one column per code version: narrow enough for a phone
+        by_version.columns = [f"version {n + 1}" for n in range(len(versions))] if len(versions) > 1 else ["made by"]
+        page.table(by_version.rename(index=render.header).rename_axis("").reset_index())
         packages = pd.DataFrame([r.get("packages", {}) for r in records]).astype(str)
         page.paragraph("Packages: " + ", ".join(
             f"{name} {' / '.join(sorted(set(packages[name])))}" for name in packages.columns)

@@ -25,10 +25,11 @@ LABELS = {"acgate": "AC-GATE", "no_recon_reg": "No-Recon-Reg", "no_ac_encoder": 
           "proxy_scaled_dl": "Proxy-Scaled DL", "moderated_dl_gls": "Moderated DL (GLS fit)"}
 P_COLUMNS = ("p", "fisher_p", "pooled_p", "fisher_p_min", "fisher_p_max", "p_seed_better", "p_entity_better",
              "p_neural_better", "p_neural_worse",
-             "holm_better", "holm_worse", "pooled_lag_free_p", "p_holm")
+             "holm_better", "holm_worse", "pooled_lag_free_p", "p_holm", "p_value")
 RESAMPLED_P = {"pooled_p": "permutations", "pooled_lag_free_p": "permutations", "p_entity_better": "bootstrap"}
+# counts, printed as whole numbers whatever their dtype; also parameters_<domain> and n_<x>
 COUNT_COLUMNS = ("W", "entities", "seeds", "seeds_tested", "pairs", "nonzero_pairs", "permutations", "bootstrap",
-                 "runs", "replicates")  # also parameters_<domain> and n_<x>: counts, whatever their dtype
+                 "runs", "replicates", "false_supported", "false_replicates")
 UNDEFINED = "undefined"  # Spearman of a constant k* (or truth)
 
 # readable names of the variables the paper's panels summarise; any other name reads with its underscores as spaces
@@ -106,6 +107,8 @@ def _format(value, column: str) -> str:
         return str(int(value)) if float(value).is_integer() else f"{value:.1f}"
     if column in P_COLUMNS or column.endswith("_p"):
         return format_p(value)
+    if column == "value":  # a headline number of any size (a loss difference, a share, a correlation)
+        return f"{value:.3g}"
     text = f"{value:.4f}" if ("mse" in column or "loss" in column) else f"{value:.3f}"
     return text.removeprefix("-") if float(text) == 0 else text  # never "-0.000"
 

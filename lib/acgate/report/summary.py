@@ -23,6 +23,7 @@ from scipy import stats
 
 from acgate.audit.domain_audit import AuditResult
 from acgate.audit.verdicts import LAYERS
+from acgate.config import SEEDLESS_METHODS
 from acgate.report.audit_page import lags_differ_rate, rates_at_a_glance
 from acgate.report.reading import QUESTIONS, readings
 from acgate.report.render import latex_table
@@ -54,14 +55,14 @@ def audit_numbers(result: AuditResult) -> pd.DataFrame:
 
 
 def _numbers(reference: str, layer: str, found: dict, paper: str, rate: dict | None, alpha: float) -> dict:
-    worst = (rate.get("worst_null") or rate["false_support"]) if rate else {}
-    low, high = worst.get("ci", (np.nan, np.nan))
+    worst = (rate.get("worst_null") or {}) if rate else {}  # empty where no null was run
+    low, high = worst.get("ci") or (np.nan, np.nan)
     smallest = rate.get("smallest_detectable") if rate else None
     return {"reference": reference, "layer": layer, "verdict": found.get("verdict", ""), "paper_rule": paper,
             "statistic": found.get("statistic", ""), "value": _float(found.get("value")),
             "p_value": _float(found.get("p")), "alpha": alpha,
             "false_supported": _float(worst.get("supported")), "false_replicates": _float(worst.get("replicates")),
-            "worst_null": worst.get("scenario", "all nulls" if worst else ""), "false_rate_low": _float(low),
+            "worst_null": worst.get("scenario", ""), "false_rate_low": _float(low),
             "false_rate_high": _float(high), "smallest_detectable": _float(smallest)}
 
 
@@ -70,18 +71,27 @@ def _float(x: object) -> float:
 
 
 def kstar_intervals(result: AuditResult, alpha: float = 0.05) -> pd.DataFrame:
-    """Each reference's k* per entity, indexed by (reference, entity), with columns ``kstar`` (the mean over
-    seeds), ``lower`` and ``upper`` (the t interval of that mean over the seeds at level 1 - ``alpha``: training
-    randomness, not sampling uncertainty; zero wide for a closed-form fit, which reads no seed; NaN with one seed)
-    and ``seeds``."""
+    """Each reference's k* per entity of a panel every seed shares (a user's panel), indexed by (reference, entity),
+    with columns ``kstar`` (the mean over the seeds' runs; for the classical reference its fitted runs', whose
+    agreement with the GLS fit its L1 reads is ``lag_tests.kstar_agreement``), ``lower`` and ``upper`` (the t
+    interval of that mean over the seeds at level 1 - ``alpha``: training randomness, not sampling uncertainty; NaN
+    for a closed-form fit, which reads no seed, and with one seed) and ``seeds``."""
     if not 0 < alpha < 1:
         raise ValueError(f"alpha={alpha!r}: the interval's level is 1 - alpha, so alpha must lie between 0 and 1")
+    if not result.shared_entities:
+        raise ValueError(f"the seeds of {result.domain} have panels of their own, so an entity's k* has no interval "
+                         "over seeds: read each run's k* in result.tables['kstar_by_entity']")
     runs = result.kstar_by_entity
-    runs = runs[runs.method.isin(list(result.verdicts_by_reference))]
+    runs = runs[runs.method.isin(list(result.verdicts_by_reference))] if len(runs) else runs
+    if runs.empty:
+        return pd.DataFrame(columns=["kstar", "lower", "upper", "seeds"],
+                            index=pd.MultiIndex.from_arrays([[], []], names=["reference", "entity"]))
     grouped = runs.groupby(["method", "entity"]).kstar
     out = pd.DataFrame({"kstar": grouped.mean(), "sd": grouped.std(ddof=1), "seeds": grouped.count()})
     half = stats.t.ppf(1 - alpha / 2, out.seeds - 1) * out.sd / np.sqrt(out.seeds)
-    out["lower"], out["upper"] = out.kstar - half, out.kstar + half
+    seedless = out.index.get_level_values("method").isin(SEEDLESS_METHODS)
+    out["lower"] = np.where(seedless, np.nan, out.kstar - half)
+    out["upper"] = np.where(seedless, np.nan, out.kstar + half)
     return out[["kstar", "lower", "upper", "seeds"]].rename_axis(["reference", "entity"])
 
 
@@ -90,6 +100,7 @@ class AuditSummary:
     """What ``PanelAudit.summary()`` gives: ``print`` it (or ``as_text()``), show it in a notebook (``as_html()``),
     or put it in a paper (``as_latex()``: the verdicts at a glance and the numbers as booktabs tables)."""
 
+    domain: str
     title: str
     glance: pd.DataFrame  # layer x reference: the calibrated verdicts
     answers: list[str]  # one answer per question from both references
@@ -110,8 +121,8 @@ class AuditSummary:
                 f"{settings['seeds']} seeds each"] if settings else []
         heading = ("On surrogates of this panel" + (f" ({', '.join(size)})" if size else "")
                    + ":\nfalse supports in the nulls, and the smallest lag spread detected in 80 %")
-        return cls(title, glance, answers, heading, _rate_lines(result, list(glance.columns)), audit_numbers(result),
-                   warnings, report)
+        return cls(result.domain, title, glance, answers, heading, _rate_lines(result, list(glance.columns)),
+                   audit_numbers(result), warnings, report)
 
     def as_text(self) -> str:
         out = io.StringIO()
@@ -139,9 +150,8 @@ class AuditSummary:
 
     def as_latex(self) -> str:
         glance = self.glance.rename_axis("layer").reset_index()
-        name = self.title.split(":")[0].removeprefix("AC-GATE audit of ").replace(" ", "_")
-        return (latex_table(glance, f"{name}_glance", f"{self.title}: the calibrated verdicts at a glance")
-                + latex_table(self.numbers.reset_index(), f"{name}_numbers",
+        return (latex_table(glance, f"{self.domain}_glance", f"{self.title}: the calibrated verdicts at a glance")
+                + latex_table(self.numbers.reset_index(), f"{self.domain}_summary_numbers",
                               f"{self.title}: the numbers the verdicts decided on and the rates on surrogates of the "
                               "panel"))
 
