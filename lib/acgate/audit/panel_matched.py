@@ -625,7 +625,12 @@ def spread_text(value: str, p: dict) -> str:
     is recorded."""
     reached = float(p.get("true_kstar_sd", float(value)))
     cut = f" ({value} asked: the lag window cuts it)" if reached < CUT * float(value) else ""
-    return f"a spread of {reached:.2g} lag{'s' if f'{reached:.2g}' != '1' else ''}{cut}"
+    return f"a spread of {lags_text(reached)}{cut}"
+
+
+def lags_text(lags: float) -> str:
+    """A number of lags to two digits, with its noun: "1 lag", "1.7 lags"."""
+    return f"{lags:.2g} lag{'s' if f'{lags:.2g}' != '1' else ''}"
 
 
 def _worst_null(nulls: pd.DataFrame) -> dict:

@@ -25,7 +25,7 @@ import pandas as pd
 import yaml
 
 from acgate.audit.domain_audit import CLASSICAL, NEURAL, AuditResult
-from acgate.audit.panel_matched import spread_text
+from acgate.audit.panel_matched import lags_text, spread_text
 from acgate.audit.run_folders import load_panel
 from acgate.audit.verdicts import CLASSICAL_REFERENCE, LAYERS, RULES_VERSIONS, rules_versions, versions_text
 from acgate.config import GATE_METHODS, Params
@@ -200,7 +200,7 @@ def rates_at_a_glance(result: AuditResult, references: list[str]) -> pd.DataFram
             return f"not measured: {unmeasured(study, reference)}"
         false, worst = rate["false_support"], rate.get("worst_null") or {}
         smallest = rate.get("smallest_detectable")
-        power = (f"detects a spread of {smallest:.2g} lag{'s' if f'{smallest:.2g}' != '1' else ''} in 80 %"
+        power = (f"detects a spread of {lags_text(smallest)} in 80 %"
                  if smallest is not None else "detects no spread simulated in 80 %")
         falsely = (f"false in {worst['supported']} of {worst['replicates']} of its worst null ({worst['scenario']}), "
                    f"{false['supported']} of {false['replicates']} in all" if worst

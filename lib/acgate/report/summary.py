@@ -3,7 +3,7 @@ notebook, LaTeX for a paper), as a statsmodels user reads a fitted model's:
 
     numbers = audit_numbers(result)      # per reference and question: verdicts, the deciding p, rates with intervals
     intervals = kstar_intervals(result)  # per reference and entity: k* over the seeds with its interval
-    print(AuditSummary.of(result, report))
+    print(AuditSummary.of(result, report, warnings, glance))  # what PanelAudit.summary() gives
 
 :class:`acgate.panel_audit.PanelAudit` hands them out as ``to_frame()``, ``pvalues``, ``conf_int()`` and
 ``summary()``. The numbers are the ones the verdicts decided on (each verdict cell's ``p`` and ``value``,
@@ -27,9 +27,6 @@ from acgate.config import SEEDLESS_METHODS
 from acgate.report.audit_page import lags_differ_rate, rates_at_a_glance
 from acgate.report.reading import QUESTIONS, readings
 from acgate.report.render import latex_table
-
-NUMBER_COLUMNS = ["verdict", "paper_rule", "statistic", "value", "p_value", "alpha", "false_supported",
-                  "false_replicates", "worst_null", "false_rate_low", "false_rate_high", "smallest_detectable"]
 
 
 def audit_numbers(result: AuditResult) -> pd.DataFrame:
