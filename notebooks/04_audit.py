@@ -196,11 +196,11 @@ if audit_figures.heldout_figure(result) is not None:
 # ## Tests under the panel's own errors: do the proxies hold the lags, and do the lags differ at all?
 # Per panel (one per seed where seeds draw their own, else one), in-sample on every observed target step, by feasible
 # GLS under the panel's AR(1) errors and entity noise scales (`acgate.audit.gls`): lag curves moderated by the proxies
-# against the entity-scaled shape and the shared curve, judged against permutations of the proxies (the classical
-# reference's L1), and every entity's own curves against the shared shape scaled for it, pooled over the entities and
-# judged against a parametric bootstrap (the lags-differ statement). Supported while no reference's L1 that speaks
-# for the panel is (`acgate.report.reading`: one whose rates here are measured, or either where neither's are): the
-# lags differ, but the proxies do not explain them.
+# against the entity-scaled shape (judged against a parametric bootstrap of that fit) and the shared curve (against
+# permutations of the proxies): the classical reference's L1; and every entity's own curves against the shared shape
+# scaled for it, pooled over the entities and judged against a parametric bootstrap (the lags-differ statement).
+# Supported while no reference's L1 that speaks for the panel is (`acgate.report.reading`: one whose rates here are
+# measured, or either where neither's are): the lags differ, but the proxies do not explain them.
 
 # %%
 display(result.lag_tests.round(4))

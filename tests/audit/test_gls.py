@@ -71,18 +71,20 @@ def by_hand(design, q, errors, shape=None):
     """The two F tests of gls.interaction_test, written out: Cochrane-Orcutt quasi-differences on consecutive observed
     steps, entity dummies (1 - rho), weights 1 / sigma_i^2, statsmodels WLS and the F statistic of its residual sums
     of squares; with ``design.common``, each entity's own loading on the quasi-differenced common shock in every
-    model. Returns (F, df) against the entity-scaled shape, (F, df) against the shared curve, and the moderated
-    model's k* (N,), and the shapes of the entity-scaled curves (``shape``: given, as they do not depend on q)."""
+    model. Returns (F, df) against the entity-scaled shape, (F, df) against the shared curve, the moderated model's
+    k* (N,), the shapes of the entity-scaled curves (``shape``: given, as they do not depend on q) and each entity's
+    free scales of them (N, F)."""
     n, s_len, n_feat, size = design.U.shape
     y, X, dummies, loadings, entity = [], [], [], [], []
+    rho = errors.rho
     common = np.zeros(s_len) if design.common is None else design.common
     for i in range(n):
         for s in range(1, s_len):
             if design.rows[i, s] and design.rows[i, s - 1]:
-                y.append(design.y[i, s] - RHO * design.y[i, s - 1])
-                X.append((design.U[i, s] - RHO * design.U[i, s - 1]).reshape(-1))
-                dummies.append(np.eye(n)[i] * (1 - RHO))
-                loadings.append(np.eye(n)[i] * (common[s] - RHO * common[s - 1]))
+                y.append(design.y[i, s] - rho * design.y[i, s - 1])
+                X.append((design.U[i, s] - rho * design.U[i, s - 1]).reshape(-1))
+                dummies.append(np.eye(n)[i] * (1 - rho))
+                loadings.append(np.eye(n)[i] * (common[s] - rho * common[s - 1]))
                 entity.append(i)
     y, X, dummies, entity = np.array(y), np.array(X), np.array(dummies), np.array(entity)
     fixed = [dummies] + ([np.array(loadings)] if design.common is not None else [])  # in every model
@@ -95,7 +97,7 @@ def by_hand(design, q, errors, shape=None):
         shape = scaled_shape_by_hand(y, X.reshape(-1, n_feat, size), np.hstack(fixed), weights, entity,
                                      shared.params[k:].reshape(n_feat, size))
     driven = np.einsum("rfj,fj->rf", X.reshape(-1, n_feat, size), shape)  # each feature's shape, per row
-    own_scales = np.einsum("rf,rn->rnf", driven, dummies / (1 - RHO)).reshape(len(y), -1)  # an entity's own columns
+    own_scales = np.einsum("rf,rn->rnf", driven, dummies / (1 - rho)).reshape(len(y), -1)  # an entity's own columns
     scaled, both = fit([own_scales]), fit([own_scales, moderated])
     width = q.shape[1]
     df_scaled, df_shared = n_feat * (size - 1) * width, n_feat * size * (width - 1)
@@ -103,13 +105,13 @@ def by_hand(design, q, errors, shape=None):
     f_shared = f_test(shared, full, df_shared, k + n_feat * size * width)
     theta = np.einsum("fjm,nm->nfj", full.params[k:].reshape(n_feat, size, -1), q)
     kstar = effective_lag(lag_profile(np.einsum("nfj,kj->nfk", theta, design.basis)))
-    return (f_scaled, df_scaled), (f_shared, df_shared), kstar, shape
+    return (f_scaled, df_scaled), (f_shared, df_shared), kstar, shape, scaled.params[k:].reshape(n, n_feat)
 
 
 def test_the_f_statistics_are_statsmodels_wls_on_the_quasi_differenced_panel(small):
     design, q, errors = small
-    row, curves = gls.interaction_test(design, q, errors, 0, np.random.default_rng(0))
-    (f_scaled, df_scaled), (f_shared, df_shared), kstar_by_hand, _ = by_hand(design, q, errors)
+    row, curves = gls.interaction_test(design, q, errors, 0, np.random.default_rng(0), draws=0)
+    (f_scaled, df_scaled), (f_shared, df_shared), kstar_by_hand, _, _ = by_hand(design, q, errors)
     assert row["df_vs_entity_scaled"] == df_scaled and row["df_vs_shared"] == df_shared
     assert row["f_vs_entity_scaled"] == pytest.approx(f_scaled, rel=1e-6)  # scipy's optimiser's precision
     assert row["f_vs_shared"] == pytest.approx(f_shared, rel=1e-8)
@@ -123,23 +125,59 @@ def test_the_common_shock_fits_are_statsmodels_wls_with_each_entitys_loading(sma
     design, q, errors = small
     shocked = gls.with_common_shocks(design)
     assert shocked.common.shape == (design.y.shape[1],)
-    row, curves = gls.interaction_test(shocked, q, errors, 0, np.random.default_rng(0))
-    (f_scaled, _), (f_shared, _), kstar_by_hand, _ = by_hand(shocked, q, errors)
+    row, curves = gls.interaction_test(shocked, q, errors, 0, np.random.default_rng(0), draws=0)
+    (f_scaled, _), (f_shared, _), kstar_by_hand, _, _ = by_hand(shocked, q, errors)
     assert row["f_vs_shared"] == pytest.approx(f_shared, rel=1e-8)
     assert row["f_vs_entity_scaled"] == pytest.approx(f_scaled, rel=1e-5)
     np.testing.assert_allclose(effective_lag(lag_profile(curves)), kstar_by_hand, rtol=1e-8)
 
 
-def test_the_permutation_p_is_the_brute_force_count(small):
-    """p = (1 + #{F_b >= F}) / (B + 1) over the permutations the generator draws, each F_b from statsmodels."""
-    design, q, errors = small
-    row, _ = gls.interaction_test(design, q, errors, 19, np.random.default_rng(5))
-    (f_scaled, _), (f_shared, _), _, shape = by_hand(design, q, errors)
-    rng, exceed = np.random.default_rng(5), np.zeros(2)
-    for _ in range(19):
-        (fb_scaled, _), (fb_shared, _), _, _ = by_hand(design, q[rng.permutation(len(q))], errors, shape)
-        exceed += [fb_scaled >= f_scaled, fb_shared >= f_shared]
-    assert (row["p_vs_entity_scaled"], row["p_vs_shared"]) == tuple((1 + exceed) / 20)
+def test_the_bootstrap_and_the_permutation_p_are_the_brute_force_counts(small):
+    """p = (1 + #{F_b >= F}) / (B + 1): against the entity-scaled shape over the bootstrap's panels (the fitted null,
+    each entity's scales of the shapes by statsmodels, plus the AR(1) noise of a stream spawned from the generator;
+    each draw's error model, shapes and scales fitted again, its F_b from statsmodels given the draw's shapes: the fit
+    of the shapes is not convex, and scipy's optimiser, started where the alternating fit starts, ends in another
+    optimum in some draws), against the shared curve over the proxy permutations the generator itself draws, as it
+    did before the bootstrap (so the tests that go on with it draw what they drew)."""
+    design, q, _ = small
+    errors = gls.error_model(design)
+    row, _ = gls.interaction_test(design, q, errors, 19, np.random.default_rng(5), draws=9)
+    (f_scaled, _), (f_shared, _), _, shape, scales = by_hand(design, q, errors)
+    rng = np.random.default_rng(5)
+    lagged = np.einsum("nsfj,fj,nf->ns", design.U, shape, scales)
+    f_draws = [by_hand(drawn, q, again, gls.scaled_shape(gls.Moments.of(drawn, again), 2))[0][0]
+               for drawn, again in gls._null_draws(design, lagged, errors, 9, rng.spawn(1)[0])]
+    exceed_shared = sum(by_hand(design, q[rng.permutation(len(q))], errors, shape)[1][0] >= f_shared
+                        for _ in range(19))
+    exceed_scaled = sum(f >= f_scaled for f in f_draws)
+    assert 0 < exceed_scaled < 9 and 0 < exceed_shared < 19  # the counts are not all or nothing
+    assert min(abs(f / f_scaled - 1) for f in f_draws) > 1e-4  # no draw ties the panel's F within rounding
+    assert (row["p_vs_entity_scaled"], row["p_vs_shared"]) == ((1 + exceed_scaled) / 10, (1 + exceed_shared) / 20)
+
+
+def test_a_stack_of_draws_is_fitted_as_each_draw_alone(small, monkeypatch):
+    """The bootstrap fits its draws' shapes and scales as one stack: the same shapes, scales and sums of squares as
+    one draw at a time, each fit stopping where it would alone; and the same p in stacks of one draw, with and
+    without the common shock."""
+    design, q, _ = small
+    errors = gls.error_model(design)
+    panels = [gls.Moments.of(*drawn) for drawn in gls._null_draws(design, design.y * 0.3, errors, 6,
+                                                                   np.random.default_rng(2))]
+    stack = gls._stacked(panels)
+    shapes = gls.scaled_shape(stack, 2)
+    partials, scales = gls._entity_scaled(stack, shapes)
+    for b, alone in enumerate(panels):
+        shape = gls.scaled_shape(alone, 2)
+        partial, scale = gls._entity_scaled(alone, shape)
+        np.testing.assert_allclose(shapes[b], shape, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(scales[b], scale, rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(partials.yy[b], partial.yy, rtol=1e-9)
+    for tested in (design, gls.with_common_shocks(design)):
+        stacked = gls.interaction_test(tested, q, errors, 0, np.random.default_rng(4), draws=19)[0]
+        with monkeypatch.context() as patched:
+            patched.setattr(gls, "DRAW_BYTES", 1)  # one draw a stack
+            alone = gls.interaction_test(tested, q, errors, 0, np.random.default_rng(4), draws=19)[0]
+        assert stacked["p_vs_entity_scaled"] == alone["p_vs_entity_scaled"] < 1
 
 
 @pytest.mark.parametrize("rho", [0.5, 0.9])

@@ -171,8 +171,8 @@ def test_the_classical_l1_and_l2_speak_for_the_gls_fit_whatever_the_runs_show(sm
     cfg = dataclasses.replace(smoke_params.audit, reference="moderated_dl")
     l1 = pd.DataFrame({"seed": [0, 1], "method": "moderated_dl", "kstar_sd": 0.8, "degenerate_paper": False})
     tests = pd.DataFrame({"seed": [0], "p_vs_entity_scaled": [0.001], "p_vs_shared": [0.001], "kstar_sd": [1.2],
-                          "permutations": [999], "rho": [0.9], "rho_raw": [0.8], "kstar_agreement": [0.1],
-                          "note": [""]})
+                          "permutations": [999], "draws": [99], "rho": [0.9], "rho_raw": [0.8],
+                          "kstar_agreement": [0.1], "note": [""]})
     aligned = {"stratifier": "s", "seeds_tested": 2, "seeds_skipped": 0, "circular_joint": False,
                "proxy_r_joint": 0.3, "alignment_rho": 0.6, "alignment_p": 0.001, "p_holm": 0.001,
                "sign_consistency": 1.0, "alignment_lag_free_median": 0.1, "lag_free_p": 0.2}

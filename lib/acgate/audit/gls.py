@@ -25,9 +25,10 @@ transformed series is the feasible GLS fit.
 - :func:`interaction_test`: do the proxies hold the lags? Lag curves moderated by the proxies against one shape
   scaled for each entity (theta_if = s_if b_f, the shapes b fitted with non-negative scales by :func:`scaled_shape`,
   each entity's scales of them then free: anything, the proxies included, may set the size of an entity's lagged
-  effect, not its lags) and against the shared curve (theta_if = b_f), each by its GLS F statistic.
-  The p-values come from permuting the proxies across entities (the same error model throughout), so curve
-  differences the proxies do not explain stay in the null distribution instead of inflating the statistic.
+  effect, not its lags) and against the shared curve (theta_if = b_f), each by its GLS F statistic. The first p
+  comes from a parametric bootstrap of the entity-scaled fit (every draw's shapes fitted again), the second from
+  permuting the proxies across entities (the same error model throughout), so curve differences the proxies do not
+  explain stay in the null distribution instead of inflating the statistic.
 - :func:`shape_test`: do the lags differ at all, whatever the proxies say? Every entity's own curves against the
   shared shape scaled for it (theta_if = s_if b_f), one F statistic pooled over the entities; its p from a
   parametric bootstrap of the fitted null, which carries the uncertainty of rho.
@@ -216,27 +217,41 @@ class Moments:
             count = count - 1
         return cls(np.einsum("nsp,nsr->npr", U, U), np.einsum("nsp,ns->np", U, y), np.sum(y**2, axis=1), count)
 
+    def one(self, index: int) -> Moments:
+        """The moments at ``index`` of a stack of them (:func:`_stacked`)."""
+        return Moments(self.G[index], self.h[index], self.yy[index], self.count[index])
 
-def _rss(gram: np.ndarray, moment: np.ndarray, total: float | np.ndarray) -> np.ndarray:
-    """The residual sums of squares of least squares with these gram matrices (..., d, d) and moment vectors (..., d),
-    the target's sum of squares ``total``: stacked, one per leading index. Each gram is scaled to a unit diagonal and
-    solved by LU where its Cholesky factor shows it well conditioned (a pivot ratio above 1e-5), by pseudo-inverse
-    otherwise (collinear columns: the least-squares fit all the same)."""
+
+def _solve(gram: np.ndarray, moment: np.ndarray) -> np.ndarray:
+    """(..., d) the least-squares coefficients of normal equations with these gram matrices (..., d, d) and moment
+    vectors (..., d), one per leading index. Each gram is scaled to a unit diagonal and solved by LU where its
+    Cholesky factor shows it well conditioned (a pivot ratio above 1e-5), by pseudo-inverse of the scaled system
+    otherwise (collinear columns: a least-squares solution all the same). A column whose diagonal is at most 1e-12 of
+    its gram's largest (empty, or rounding: a feature that does not vary) gets the coefficient 0."""
     lead, d = gram.shape[:-2], gram.shape[-1]
     gram, moment = gram.reshape(-1, d, d), moment.reshape(-1, d)
     diagonal = np.diagonal(gram, axis1=1, axis2=2)
-    scale = 1 / np.sqrt(np.where(diagonal > 0, diagonal, 1.0))
+    used = diagonal > 1e-12 * diagonal.max(axis=1, keepdims=True)
+    scale = np.where(used, 1 / np.sqrt(np.where(used, diagonal, 1.0)), 0.0)
     gram, moment = gram * scale[:, :, None] * scale[:, None, :], moment * scale
+    stable = used.all(axis=1)
     try:
-        pivots = np.diagonal(np.linalg.cholesky(gram), axis1=1, axis2=2)
-        stable = np.isfinite(pivots).all(axis=1) & (pivots.min(axis=1) > 1e-5 * pivots.max(axis=1))
+        pivots = np.diagonal(np.linalg.cholesky(gram[stable]), axis1=1, axis2=2)
+        stable[stable] = np.isfinite(pivots).all(axis=1) & (pivots.min(axis=1) > 1e-5 * pivots.max(axis=1))
     except np.linalg.LinAlgError:  # one of the stack is not positive definite: all by pseudo-inverse
-        stable = np.zeros(len(gram), dtype=bool)
+        stable[:] = False
     coef = np.empty_like(moment)
-    coef[stable] = np.linalg.solve(gram[stable], moment[stable][..., None])[..., 0]
-    coef[~stable] = (np.linalg.pinv(gram[~stable], hermitian=True) @ moment[~stable][..., None])[..., 0]
-    fitted = np.einsum("bd,bd->b", moment, coef)
-    return total - fitted.reshape(lead)
+    if stable.any():
+        coef[stable] = np.linalg.solve(gram[stable], moment[stable][..., None])[..., 0]
+    if not stable.all():
+        coef[~stable] = (np.linalg.pinv(gram[~stable], hermitian=True) @ moment[~stable][..., None])[..., 0]
+    return (coef * scale).reshape(*lead, d)
+
+
+def _rss(gram: np.ndarray, moment: np.ndarray, total: float | np.ndarray) -> np.ndarray:
+    """The residual sums of squares of least squares with these gram matrices (..., d, d) and moment vectors (..., d),
+    the target's sum of squares ``total``: stacked, one per leading index (:func:`_solve`)."""
+    return total - np.einsum("...d,...d->...", moment, _solve(gram, moment))
 
 
 def _moderated(m: Moments, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -250,50 +265,55 @@ def _moderated(m: Moments, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return gram, np.einsum("np,...nq->...pq", m.h, q).reshape(*q.shape[:-2], p * width)
 
 
-def _entity_scaled(m: Moments, shape: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """What each entity's lags leave after its own scales of the shapes b (F, J): the regressors u_if . b_f of
+def _entity_scaled(m: Moments, shape: np.ndarray) -> tuple[Moments, np.ndarray]:
+    """What each entity's lags leave after its own scales of the shapes b (..., F, J): the regressors u_if . b_f of
     entity i partialled out of its lags and its target (least squares within the entity), the lags kept in the
-    P - F directions of the basis that the shapes leave (so nothing is collinear). Returns their moments: the lags'
-    (N, P - F, P - F), the lags' with the target (N, P - F) and the target's (N,), whose sum is the residual sum of
-    squares of the entity-scaled curves theta_if = s_if b_f."""
-    n_feat, size = shape.shape
-    B = np.zeros((n_feat * size, n_feat))  # (P, F): feature f's shape in its own block
-    for f in range(n_feat):
-        B[f * size:(f + 1) * size, f] = shape[f]
-    W = np.linalg.svd(B, full_matrices=True)[0][:, n_feat:]  # (P, P - F): the directions the shapes leave
-    GB = m.G @ B  # (N, P, F)
-    inverse = np.linalg.pinv(np.einsum("pf,npg->nfg", B, GB))  # (N, F, F)
-    hB = m.h @ B  # (N, F)
-    G = m.G - np.einsum("npf,nfg,nrg->npr", GB, inverse, GB)
-    h = m.h - np.einsum("npf,nfg,ng->np", GB, inverse, hB)
-    return W.T @ G @ W, h @ W, m.yy - np.einsum("nf,nfg,ng->n", hB, inverse, hB)
+    P - F directions of the basis that the shapes leave (so nothing is collinear). Returns their moments (the lags'
+    (..., N, P - F, P - F), the lags' with the target (..., N, P - F), the target's (..., N), whose sum is the
+    residual sum of squares of the entity-scaled curves theta_if = s_if b_f) and the scales s (..., N, F) of that
+    fit. A leading stack of ``m`` and ``shape`` (draws of a bootstrap) is fitted at once."""
+    n_feat, size = shape.shape[-2:]
+    B = (shape[..., :, :, None] * np.eye(n_feat)[:, None, :]).reshape(*shape.shape[:-2], n_feat * size, n_feat)
+    W = np.linalg.svd(B, full_matrices=True)[0][..., n_feat:]  # (..., P, P - F): the directions the shapes leave
+    GB = m.G @ B[..., None, :, :]  # (..., N, P, F)
+    inverse = np.linalg.pinv(np.einsum("...pf,...npg->...nfg", B, GB))  # (..., N, F, F)
+    hB = np.einsum("...np,...pf->...nf", m.h, B)
+    G = m.G - np.einsum("...npf,...nfg,...nrg->...npr", GB, inverse, GB)
+    h = m.h - np.einsum("...npf,...nfg,...ng->...np", GB, inverse, hB)
+    left = np.swapaxes(W, -1, -2)[..., None, :, :]
+    partial = Moments(left @ G @ W[..., None, :, :], np.einsum("...np,...pk->...nk", h, W),
+                      m.yy - np.einsum("...nf,...nfg,...ng->...n", hB, inverse, hB), m.count)
+    return partial, np.einsum("...nfg,...ng->...nf", inverse, hB)
 
 
 def shared_shape(m: Moments, n_feat: int, entities: np.ndarray | None = None) -> np.ndarray:
-    """(F, J) the shared curve of the GLS fit (over ``entities``, a mask; all by default), each feature's curve
-    scaled to norm 1 (its size goes to the entity scales)."""
-    chosen = slice(None) if entities is None else entities
-    beta = np.linalg.lstsq(m.G[chosen].sum(axis=0), m.h[chosen].sum(axis=0), rcond=None)[0].reshape(n_feat, -1)
-    norm = np.linalg.norm(beta, axis=1, keepdims=True)
+    """(..., F, J) the shared curve of the GLS fit (over ``entities``, a mask; all by default), each feature's curve
+    scaled to norm 1 (its size goes to the entity scales); one per leading index of a stack of moments."""
+    G, h = (m.G, m.h) if entities is None else (m.G[..., entities, :, :], m.h[..., entities, :])
+    beta = _solve(G.sum(axis=-3), h.sum(axis=-2))
+    beta = beta.reshape(*beta.shape[:-1], n_feat, -1)
+    norm = np.linalg.norm(beta, axis=-1, keepdims=True)
     return beta / np.where(norm > 0, norm, 1.0)
 
 
 def nonnegative_scales(m: Moments, shape: np.ndarray) -> np.ndarray:
-    """(N, F) each entity's least-squares scales s_if >= 0 of the shapes b_f (F, J), given the shapes: of the
-    unconstrained least-squares scales on each set of features (2^F - 1 of them; F is a few), the feasible ones of
+    """(..., N, F) each entity's least-squares scales s_if >= 0 of the shapes b_f (..., F, J), given the shapes: of
+    the unconstrained least-squares scales on each set of features (2^F - 1 of them; F is a few), the feasible ones of
     lowest residual sum of squares (the constrained optimum is the unconstrained one on its own support); zero where
     no feasible one lowers it."""
-    n, (n_feat, size) = len(m.G), shape.shape
-    driven = np.einsum("nfjgk,fj,gk->nfg", m.G.reshape(n, n_feat, size, n_feat, size), shape, shape)  # (N, F, F)
-    moment = np.einsum("nfj,fj->nf", m.h.reshape(n, n_feat, size), shape)
-    best, lowest = np.zeros((n, n_feat)), np.zeros(n)  # all zero: the sum of squares gained is 0
+    *lead, n, width, _ = m.G.shape
+    n_feat, size = shape.shape[-2:]
+    driven = np.einsum("...nfjgk,...fj,...gk->...nfg", m.G.reshape(*lead, n, n_feat, size, n_feat, size),
+                       shape, shape)  # (..., N, F, F)
+    moment = np.einsum("...nfj,...fj->...nf", m.h.reshape(*lead, n, n_feat, size), shape)
+    best, lowest = np.zeros((*lead, n, n_feat)), np.zeros((*lead, n))  # all zero: the sum of squares gained is 0
     for support in itertools.chain.from_iterable(itertools.combinations(range(n_feat), k)
                                                  for k in range(1, n_feat + 1)):
         on = list(support)
-        scale = np.zeros((n, n_feat))
-        scale[:, on] = np.einsum("nfg,ng->nf", np.linalg.pinv(driven[:, on][:, :, on], hermitian=True), moment[:, on])
-        change = np.einsum("nf,nfg,ng->n", scale, driven, scale) - 2 * np.einsum("nf,nf->n", scale, moment)
-        better = (scale[:, on] >= 0).all(axis=1) & (change < lowest)
+        scale = np.zeros((*lead, n, n_feat))
+        scale[..., on] = _solve(driven[..., on, :][..., on], moment[..., on])
+        change = -np.einsum("...f,...f->...", scale, moment)  # s'Ds - 2 s'm, where D s = m on the support
+        better = (scale[..., on] >= 0).all(axis=-1) & (change < lowest)
         best[better], lowest[better] = scale[better], change[better]
     return best
 
@@ -302,51 +322,77 @@ SHAPE_ITERATIONS = 500  # scaled_shape's alternating steps at most; they stop on
 
 
 def scaled_shape(m: Moments, n_feat: int) -> np.ndarray:
-    """(F, J) the shapes b_f of the entity-scaled curves theta_if = s_if b_f, s_if >= 0, fitted by least squares on
-    the GLS moments: the shapes and every entity's scales together, by alternating least squares from the shared
+    """(..., F, J) the shapes b_f of the entity-scaled curves theta_if = s_if b_f, s_if >= 0, fitted by least squares
+    on the GLS moments: the shapes and every entity's scales together, by alternating least squares from the shared
     curve (:func:`shared_shape`; each step lowers the residual sum of squares), each shape of norm 1. The shared
     curve, an average of curves of different sizes, misfits every entity in proportion to its scale, and moderators
     that follow the scales pick the misfit up. The scales may not change sign: a curve turned over is another lag
     profile, and with free signs the fit takes two groups of entities with different lags for one shape scaled up
     and down. :func:`interaction_test` then lets each entity's scales of these shapes take any value (a linear
-    projection, which every permutation refits exactly). The fit stops when no shape moves by 1e-10, or after
-    :data:`SHAPE_ITERATIONS` steps; each step lowers the residual sum of squares, so an unfinished fit is still
-    closer to the null model's least squares than the shared curve it starts from."""
-    G, h = m.G, m.h
-    n, width = h.shape
+    projection). The fit stops when no shape moves by 1e-10, or after :data:`SHAPE_ITERATIONS` steps; each step
+    lowers the residual sum of squares, so an unfinished fit is still closer to the null model's least squares than
+    the shared curve it starts from. A leading stack of moments (draws of a bootstrap) is fitted at once, one shape
+    each, until none moves."""
+    *lead, n, width = m.h.shape
     size = width // n_feat
     shape = shared_shape(m, n_feat)
-    blocks = G.reshape(n, n_feat, size, n_feat, size)
+    blocks = m.G.reshape(*lead, n, n_feat, size, n_feat, size)
+    moments = m.h.reshape(*lead, n, n_feat, size)
+    moving = np.ones(lead, dtype=bool)  # the fits of a stack that have not stopped
     for _ in range(SHAPE_ITERATIONS):
         scale = nonnegative_scales(m, shape)
-        gram = np.einsum("nf,nfjgk,ng->fjgk", scale, blocks, scale).reshape(width, width)
-        moment = np.einsum("nf,nfj->fj", scale, h.reshape(n, n_feat, size)).reshape(width)
-        beta = np.linalg.lstsq(gram, moment, rcond=None)[0].reshape(n_feat, size)
-        norm = np.linalg.norm(beta, axis=1, keepdims=True)
+        gram = np.einsum("...nf,...nfjgk,...ng->...fjgk", scale, blocks, scale,
+                         optimize=True).reshape(*lead, width, width)
+        moment = np.einsum("...nf,...nfj->...fj", scale, moments).reshape(*lead, width)
+        beta = _solve(gram, moment).reshape(*lead, n_feat, size)
+        norm = np.linalg.norm(beta, axis=-1, keepdims=True)
         beta = np.where(norm > 0, beta / np.where(norm > 0, norm, 1.0), shape)  # a feature no entity drives: kept
-        moved, shape = np.max(np.abs(beta - shape)), beta
-        if moved < 1e-10:
+        moved = np.max(np.abs(beta - shape), axis=(-2, -1))
+        shape = np.where(moving[..., None, None], beta, shape)  # each fit of a stack stops as it would alone
+        moving &= moved >= 1e-10
+        if not moving.any():
             break
     return shape
 
 
 INTERACTION_COLUMNS = ["entities", "rows", "rho", "rho_raw", "f_vs_entity_scaled", "df_vs_entity_scaled",
-                       "p_vs_entity_scaled", "f_vs_shared", "df_vs_shared", "p_vs_shared", "df_residual",
-                       "permutations", "kstar_sd", "note"]
+                       "p_vs_entity_scaled", "draws", "f_vs_shared", "df_vs_shared", "p_vs_shared", "permutations",
+                       "df_residual", "kstar_sd", "note"]
+SCALED_DRAWS = 99  # parametric bootstrap draws of the test against the entity-scaled shape: p down to 0.01
+DRAW_BYTES = 2**27  # ... fitted in stacks of at most this many bytes of moments
+
+
+def _f_vs_scaled(partial: Moments, q: np.ndarray, df_scaled: int, scaled_df: int) -> float:
+    """The GLS F statistic of the shapes' other directions moderated by q (N, Q), on what each entity's own scales of
+    the shapes leave (``partial``, :func:`_entity_scaled`)."""
+    rss_scaled = float(partial.yy.sum())
+    rss_both = float(_rss(*_moderated(partial, q), rss_scaled))
+    return (rss_scaled - rss_both) / df_scaled / (max(rss_both, 1e-300) / scaled_df)
+
+
+def _stacked(moments: list[Moments]) -> Moments:
+    """One :class:`Moments` whose arrays stack those of ``moments`` along a new first axis."""
+    return Moments(*(np.stack([getattr(m, f.name) for m in moments]) for f in dataclasses.fields(Moments)))
 
 
 def interaction_test(design: LagDesign, q: np.ndarray, errors: ErrorModel, permutations: int,
-                     rng: np.random.Generator) -> tuple[dict, np.ndarray]:
+                     rng: np.random.Generator, draws: int = SCALED_DRAWS) -> tuple[dict, np.ndarray]:
     """Do the proxies hold the lags? Two GLS F statistics of lag curves moderated by q (N, Q):
 
     - against the entity-scaled shape: each entity's own scale of one shape per feature (:func:`scaled_shape`:
       anything may set the size of an entity's lagged effect) plus the shape's other directions moderated by q,
-      against the scales alone (a size that follows the proxies in any form, linear or not, stays in the null model);
-    - against the shared curve: the moderated curves theta_if = C_f q_i against one curve for every entity.
+      against the scales alone (a size that follows the proxies in any form, linear or not, stays in the null model).
+      Its p is a parametric bootstrap's (``draws`` panels, as :func:`shape_test`'s): the fitted null (each entity's
+      scales of the shapes, its level) plus Gaussian AR(1) noise of the estimated rho and entity scales, every draw
+      fitted as the panel is (its error model, its shapes, its scales). Where the proxies set the size of the
+      effect, the shapes' estimation error, scaled by each entity's size, moves with the proxies: permuting them
+      took that out of the null distribution and the test rejected in 7 % of such panels at 0.05;
+    - against the shared curve: the moderated curves theta_if = C_f q_i against one curve for every entity, its p
+      from ``permutations`` draws of the proxies' rows across entities, every draw refitting both models under the
+      same error model.
 
-    Each has its permutation p (``permutations`` draws of the proxies' rows across entities, every draw refitting
-    both models under the same error model; p = (1 + #{F_b >= F}) / (B + 1)). Not the F distribution's: the entity
-    scales, estimated on a few steps each, make it reject far too often (14 to 17 of 30 pure-noise panels at 0.05).
+    Each p is (1 + #{F_b >= F}) / (B + 1); not the F distribution's: the entity scales, estimated on a few steps
+    each, make it reject far too often (14 to 17 of 30 pure-noise panels at 0.05).
 
     Returns the row (:data:`INTERACTION_COLUMNS`; NaN statistics and a ``note`` when the panel cannot be tested) and
     each entity's moderated GLS lag curves (N, F, K) (NaN when untested; their lag profile is
@@ -358,7 +404,8 @@ def interaction_test(design: LagDesign, q: np.ndarray, errors: ErrorModel, permu
     df_scaled = n_feat * (size - 1) * width  # the shape's other directions, times q
     residual_df, scaled_df = rows - n - p_mod, rows - n - n * n_feat - df_scaled
     row = {"entities": n, "rows": rows, "rho": errors.rho, "rho_raw": errors.rho_raw, "permutations": permutations,
-           "df_vs_entity_scaled": df_scaled, "df_vs_shared": p_mod - p_shared, "df_residual": residual_df}
+           "draws": draws, "df_vs_entity_scaled": df_scaled, "df_vs_shared": p_mod - p_shared,
+           "df_residual": residual_df}
     if width < 2 or size < 2 or min(residual_df, scaled_df) < 1 or n < width + 2:
         note = ("no proxies to moderate the lags" if width < 2 else "one basis function: no lag shape to test"
                 if size < 2 else f"too few entities ({n}) or observed steps ({rows}) for {p_mod} curve coefficients "
@@ -366,28 +413,37 @@ def interaction_test(design: LagDesign, q: np.ndarray, errors: ErrorModel, permu
         return ({**row, **{c: np.nan for c in INTERACTION_COLUMNS if c not in row}, "note": note},
                 np.full((n, n_feat, len(design.basis)), np.nan))
     shape = scaled_shape(m, n_feat)
+    partial, scale = _entity_scaled(m, shape)
+    f_scaled = _f_vs_scaled(partial, q, df_scaled, scaled_df)
+    lagged = np.einsum("nsfj,fj,nf->ns", design.U, shape, scale)
+    chunk = max(1, DRAW_BYTES // (8 * n * p_shared**2 * 6))  # draws fitted at once (G, its partial, their products)
+    # the draws' noise from a stream of its own: the proxy permutations below, and the tests that go on with ``rng``
+    # (shape_test, stability_test), draw what they drew before the bootstrap was added
+    panels = _null_draws(design, lagged, errors, draws, rng.spawn(1)[0])
+    exceed = 0
+    for start in range(0, draws, chunk):
+        stack = _stacked([Moments.of(*next(panels)) for _ in range(min(chunk, draws - start))])
+        partials, _ = _entity_scaled(stack, scaled_shape(stack, n_feat))
+        exceed += sum(_f_vs_scaled(partials.one(b), q, df_scaled, scaled_df) >= f_scaled * (1 - 1e-12)
+                      for b in range(len(stack.G)))
+
     total = float(m.yy.sum())
     rss_shared = float(_rss(m.G.sum(axis=0), m.h.sum(axis=0), total))
-    partial = Moments(*_entity_scaled(m, shape), m.count)
-    rss_scaled = float(partial.yy.sum())
 
-    def statistics(moderators: np.ndarray) -> np.ndarray:
-        """(B, 2) both F statistics of moderators (B, N, Q)."""
+    def f_vs_shared(moderators: np.ndarray) -> np.ndarray:
+        """(B,) the F statistics against the shared curve of moderators (B, N, Q)."""
         rss_moderated = _rss(*_moderated(m, moderators), total)
-        rss_both = _rss(*_moderated(partial, moderators), rss_scaled)
-        return np.stack([(rss_scaled - rss_both) / df_scaled / (np.maximum(rss_both, 1e-300) / scaled_df),
-                         (rss_shared - rss_moderated) / (p_mod - p_shared)
-                         / (np.maximum(rss_moderated, 1e-300) / residual_df)], axis=-1)
+        return (rss_shared - rss_moderated) / (p_mod - p_shared) / (np.maximum(rss_moderated, 1e-300) / residual_df)
 
-    observed = statistics(q[None])[0]
+    f_shared = float(f_vs_shared(q[None])[0])
     orders = np.array([rng.permutation(n) for _ in range(permutations)], dtype=int).reshape(-1, n)
-    chunk = max(1, PERMUTATION_BYTES // (8 * (p_mod**2 + n * width * width)))  # permutations refitted at once
-    draws = np.concatenate([statistics(q[orders[i:i + chunk]]) for i in range(0, permutations, chunk)]
-                           or [np.empty((0, 2))])
-    p_perm = (1 + np.sum(draws >= observed * (1 - 1e-12), axis=0)) / (permutations + 1)
+    step = max(1, PERMUTATION_BYTES // (8 * (p_mod**2 + n * width * width)))  # permutations refitted at once
+    permuted = np.concatenate([f_vs_shared(q[orders[i:i + step]]) for i in range(0, permutations, step)]
+                              or [np.empty(0)])
     curves = np.einsum("nfj,kj->nfk", _moderated_theta(m, q, n_feat), design.basis)
-    return {**row, "f_vs_entity_scaled": float(observed[0]), "p_vs_entity_scaled": float(p_perm[0]),
-            "f_vs_shared": float(observed[1]), "p_vs_shared": float(p_perm[1]),
+    return {**row, "f_vs_entity_scaled": f_scaled, "p_vs_entity_scaled": (1 + exceed) / (draws + 1),
+            "f_vs_shared": f_shared,
+            "p_vs_shared": float((1 + np.sum(permuted >= f_shared * (1 - 1e-12))) / (permutations + 1)),
             "kstar_sd": float(np.std(effective_lag(lag_profile(curves)))), "note": ""}, curves
 
 

@@ -62,7 +62,7 @@ from acgate.statistics import (
 # study keeps the rates of a reference whose rules are unchanged. Raise a reference's version with any change to one
 # of its rules or to what they read; raise both with a change to what both read (the lags-differ statement, the GLS
 # design, the circularity guards, L0's comparisons)
-RULES_VERSIONS = {"acgate": 6, "moderated_dl": 8}
+RULES_VERSIONS = {"acgate": 6, "moderated_dl": 9}
 VERDICTS = ("supported", "not certified", "ruled out", "not claimed")
 LAYERS = ("L0", "L1", "L2", "L3")
 
@@ -609,8 +609,9 @@ def _interactions(cfg: AuditConfig, l1: pd.DataFrame, lag_tests: pd.DataFrame) -
     rule = (f"calibrated: supported when, in-sample under the panel's AR(1) errors and entity noise scales (feasible "
             f"GLS, every observed target step), {cfg.reference}'s lag curves moderated by the proxies fit better than "
             "one shape scaled for each entity (the shape fitted with non-negative scales, each entity's scale of it "
-            "then free: anything may set the size of the lagged effect, not the lags) and than the shared curve, each "
-            f"GLS F statistic's p from permuting the proxies across entities below {alpha} (Fisher's combination over "
+            "then free: anything may set the size of the lagged effect, not the lags; its p from a parametric "
+            "bootstrap of that fit) and than the shared curve (its p from permuting the proxies across entities), "
+            f"each GLS F statistic's p below {alpha} (Fisher's combination over "
             f"independent panels), the GLS fit's sd_i(k*) > {cfg.practical_sd} in at least {cfg.l1_min_share:.0%} of "
             f"panels; ruled out when sd_i(k*) <= epsilon = {cfg.epsilon:g} in every seed; else not certified. The "
             f"verdict speaks for the GLS fit's k* ({GLS_FIT}); how closely the runs' k* rank the entities alike is "
@@ -630,9 +631,10 @@ def _interactions(cfg: AuditConfig, l1: pd.DataFrame, lag_tests: pd.DataFrame) -
                           for c in ("p_vs_entity_scaled", "p_vs_shared"))
     share = float((tested.kstar_sd > cfg.practical_sd).mean())
     first = tested.iloc[0]
-    evidence = (f"vs the entity-scaled shape: p {format_p(p_scaled)}; vs the shared curve: p {format_p(p_shared)} "
-                f"({int(first.permutations)} proxy permutations, {len(tested)} panel(s); AR(1) rho "
-                f"{tested.rho.mean():.2f} corrected for short series, {first.rho_raw:.2f} raw); GLS sd(k*) > "
+    evidence = (f"vs the entity-scaled shape: p {format_p(p_scaled)} ({int(first.draws)} bootstrap draws); vs the "
+                f"shared curve: p {format_p(p_shared)} ({int(first.permutations)} proxy permutations); "
+                f"{len(tested)} panel(s); AR(1) rho {tested.rho.mean():.2f} (corrected for short series; "
+                f"{first.rho_raw:.2f} raw); GLS sd(k*) > "
                 f"{cfg.practical_sd} in {share:.0%} of panels (mean sd {tested.kstar_sd.mean():.3f}); the runs' k* "
                 f"against the GLS fit's: Spearman {tested.kstar_agreement.median():.2f}")
     supported = p_scaled < alpha and p_shared < alpha and share >= cfg.l1_min_share
