@@ -672,6 +672,27 @@ def _at_edge(lags: pd.DataFrame) -> float:
     return float(np.mean(np.argmax(omega[usable], axis=1) == omega.shape[1] - 1))
 
 
+def tested_design(panel: Panel, max_lag: int, alpha: float
+                  ) -> tuple[gls.LagDesign, np.ndarray, gls.ErrorModel, dict] | None:
+    """What :func:`lag_tests` fits on ``panel``: its GLS design (with the common shock, :func:`acgate.audit.gls.
+    with_common_shocks`, where Pesaran's CD of the residuals rejects at ``alpha``), its moderators, its error model
+    and the common-shock row (:func:`acgate.audit.noise.common_shocks`); None where no target step has a full lag
+    window."""
+    design = gls.lag_design(panel, max_lag)
+    if not design.rows.any():
+        return None
+    q = moderators(Normalisers.fit(panel).P.transform(panel.P), shared=False)
+    shocks = noise.common_shocks(design, q)
+    # the entities share shocks: every test's fits take out each entity's loading on them
+    shocked = gls.with_common_shocks(design) if shocks["cd_p"] < alpha else design
+    return shocked, q, gls.error_model(design), shocks
+
+
+def lag_tests_rng(cfg: AuditConfig, seed: int) -> np.random.Generator:
+    """The random stream of :func:`lag_tests` on the panel of ``seed``."""
+    return np.random.default_rng([cfg.permutation_seed, 20_000, seed])
+
+
 def lag_tests(panels: dict[int, Panel], runs: list[Run], max_lag: int, cfg: AuditConfig, shared: bool
               ) -> tuple[pd.DataFrame, list[Run]]:
     """The in-sample lag tests under the panel's own error model (:mod:`acgate.audit.gls`), one row per seed's panel
@@ -691,16 +712,12 @@ def lag_tests(panels: dict[int, Panel], runs: list[Run], max_lag: int, cfg: Audi
     which the classical reference's L2 stratifies."""
     rows, fitted = [], []
     for seed, panel in (list(panels.items())[:1] if shared else panels.items()):
-        design = gls.lag_design(panel, max_lag)
-        if not design.rows.any():
+        tested = tested_design(panel, max_lag, cfg.alpha)
+        if tested is None:
             rows.append({"seed": seed, "note": "no observed target step with a full lag window"})
             continue
-        q = moderators(Normalisers.fit(panel).P.transform(panel.P), shared=False)
-        shocks = noise.common_shocks(design, q)
-        # the entities share shocks: every test's fits take out each entity's loading on them
-        shocked = gls.with_common_shocks(design) if shocks["cd_p"] < cfg.alpha else design
-        errors = gls.error_model(design)
-        rng = np.random.default_rng([cfg.permutation_seed, 20_000, seed])
+        shocked, q, errors, shocks = tested
+        rng = lag_tests_rng(cfg, seed)
         interaction, curves = gls.interaction_test(shocked, q, errors, cfg.permutations, rng)
         lags = lag_frame(panel, lag_profile(curves), "GLS fit (in-sample, AR(1) errors)")
         mine = [r for r in runs if r.method == verdicts.CLASSICAL_REFERENCE and (shared or r.seed == seed)]

@@ -344,12 +344,17 @@ def methods(params: Params, neural: bool) -> list[str]:
     return calibration.family_methods(params, [reference for reference in FAMILIES if neural or reference != "acgate"])
 
 
+def surrogate_seed(name: str, replicate: int) -> int:
+    """The seed of :func:`draw` for surrogate ``replicate`` of scenario ``name`` in every study."""
+    return list(SCENARIOS).index(name) * 100_003 + replicate
+
+
 def _surrogate(name: str, replicate: int, source: Source, params: Params, root: Path, seeds: int,
                neural: int) -> tuple[Panel, Params, Path, Path]:
     """Surrogate ``replicate`` of scenario ``name``, saved under ``root``; its params (the domain
     ``<scenario>_r<NNN>``, its seeds and methods: the AC-GATE family too when ``replicate < neural``), runs folder and
     data folder."""
-    panel = draw(source, name, seed=list(SCENARIOS).index(name) * 100_003 + replicate)
+    panel = draw(source, name, seed=surrogate_seed(name, replicate))
     chosen = methods(params, replicate < neural)
     params = dataclasses.replace(params, domain=f"{name}_r{replicate:03d}", n_seeds=seeds, methods=tuple(chosen))
     runs_root, data_root = Path(root) / "runs", Path(root) / "data"

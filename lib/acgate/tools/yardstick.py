@@ -1,0 +1,128 @@
+"""The classical L1 beside the GLS F that knows rho, on surrogates of a panel: how much of what the data could
+show the calibrated rule shows.
+
+    python -m acgate.tools.yardstick economics      # 100 of one_curve, 200 of effect_size, 40 of three spreads
+    python -m acgate.tools.yardstick energy --replicates 20 --scenarios proxy_lags_one
+
+For each surrogate of the panel-matched study (:mod:`acgate.audit.panel_matched`, the same seeds a study draws) it
+runs the in-sample lag tests the audit runs (:func:`acgate.audit.domain_audit.tested_design`, the same random
+stream) and reads the classical reference's calibrated L1 from them: both p below alpha and the GLS fit's sd(k*)
+above ``audit.practical_sd`` (the lag tests alone: no training, so no run can rule it out as degenerate). Beside it,
+the yardstick: the GLS F of the moderated against the shared curve with the surrogates' true AR(1) coefficient (the
+entity scales as the test estimates them, the panel's common shocks left in the noise), its p from the F
+distribution, and that F at a size-adjusted critical value, the alpha quantile of its p over the ``one_curve``
+surrogates (one lag curve for every entity), so that it rejects in alpha of them by construction. No user can run it
+(it knows rho and its own null distribution), and against the shared curve it is not valid where the proxies set the
+size of the effect; it bounds what a test of the proxies' hold on the lags can reach on this panel.
+
+Writes ``<out>/<domain>_yardstick.csv`` (one row per surrogate) and ``<out>/<domain>_yardstick_summary.csv``
+(supported / surrogates per scenario with 95 % Clopper-Pearson intervals), and prints the summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from acgate import processes
+from acgate.audit import domain_audit, gls, panel_matched
+from acgate.config import load_params
+from acgate.data.prep import prepared_panel
+from acgate.layout import project_root
+from acgate.runs import write_csv
+
+NULL = "one_curve"  # the scenario whose surrogates set the yardstick's critical value
+POWER = ("proxy_lags_half", "proxy_lags_one", "proxy_lags_two")
+
+
+def surrogate_row(source: panel_matched.Source, name: str, replicate: int, cfg) -> dict:
+    """The lag tests of one surrogate, the calibrated L1 they give, and the yardstick's F and p."""
+    panel = panel_matched.draw(source, name, panel_matched.surrogate_seed(name, replicate))
+    tested = domain_audit.tested_design(panel, source.max_lag, cfg.alpha)
+    if tested is None:
+        raise ValueError(f"surrogate {replicate} of {name}: no target step with a full lag window")
+    design, q, errors, _ = tested
+    row, _ = gls.interaction_test(design, q, errors, cfg.permutations, domain_audit.lag_tests_rng(cfg, 0))
+    known = replace(errors, rho=source.rho)
+    oracle, _ = gls.interaction_test(design, q, known, 0, domain_audit.lag_tests_rng(cfg, 0), draws=0)
+    return {"scenario": name, "replicate": replicate, "rho": row["rho"], "true_rho": source.rho,
+            "p_vs_entity_scaled": row["p_vs_entity_scaled"], "p_vs_shared": row["p_vs_shared"],
+            "kstar_sd": row["kstar_sd"],
+            "supported": bool(row["p_vs_entity_scaled"] < cfg.alpha and row["p_vs_shared"] < cfg.alpha
+                              and float(row["kstar_sd"] > cfg.practical_sd) >= cfg.l1_min_share),
+            "known_rho_f": oracle["f_vs_shared"],
+            "known_rho_p": float(stats.f.sf(oracle["f_vs_shared"], oracle["df_vs_shared"], oracle["df_residual"]))}
+
+
+def _row(source: panel_matched.Source, cfg, item: tuple[str, int]) -> dict:
+    return surrogate_row(source, *item, cfg)
+
+
+def summary(rows: pd.DataFrame, alpha: float) -> pd.DataFrame:
+    """Supported / surrogates per scenario: the calibrated L1, the yardstick by the F distribution and at its
+    size-adjusted critical value (left empty without ``one_curve`` rows; in ``one_curve`` itself alpha by
+    construction), each with its Clopper-Pearson interval."""
+    critical = rows.known_rho_p[rows.scenario == NULL].quantile(alpha) if (rows.scenario == NULL).any() \
+        else float("nan")
+    out = []
+    for name, group in rows.groupby("scenario", sort=False):
+        n = len(group)
+        counts = {"calibrated_l1": int(group.supported.sum()),
+                  "known_rho_f": int((group.known_rho_p < alpha).sum())}
+        if np.isfinite(critical):
+            counts["known_rho_f_size_adjusted"] = int((group.known_rho_p < critical).sum())
+        line = {"scenario": name, "replicates": n, "size_adjusted_critical_p": critical}
+        for key, k in counts.items():
+            interval = stats.binomtest(k, n).proportion_ci(method="exact")
+            line.update({key: k, f"{key}_low": round(interval.low, 4), f"{key}_high": round(interval.high, 4)})
+        out.append(line)
+    return pd.DataFrame(out)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m acgate.tools.yardstick", description=__doc__.split("\n\n")[0])
+    parser.add_argument("domain", help="a data domain with a params file (economics, energy, yours)")
+    parser.add_argument("--replicates", type=int, default=40, help="surrogates of each positive scenario")
+    parser.add_argument("--nulls", type=int, default=200, help="surrogates of each null scenario but one_curve")
+    parser.add_argument("--critical", type=int, default=100, help="surrogates of one_curve (the critical value)")
+    parser.add_argument("--scenarios", nargs="*", default=["effect_size", *POWER],
+                        help="scenarios besides one_curve (acgate.audit.panel_matched.SCENARIOS; none named: all)")
+    parser.add_argument("--data-dir", default="data", help="the prepared panel is read from <data-dir>/processed/")
+    parser.add_argument("--out", default="runs/yardstick", help="folder of the two CSV files (from the current folder)")
+    parser.add_argument("--jobs", type=int, default=1, help="surrogates tested at once, one process each")
+    args = parser.parse_args(argv)
+    root = project_root()
+    params = load_params(root / "params" / f"{args.domain}.yaml")
+    source = panel_matched.fit_source(prepared_panel(params, root / args.data_dir), params)
+    count = {"negative": args.nulls, "positive": args.replicates}
+    plan = [(NULL, r) for r in range(args.critical)] + [
+        (name, r) for name in source.scenarios(args.scenarios) if name != NULL
+        for r in range(count[panel_matched.SCENARIOS[name].control])]
+    start = time.perf_counter()
+    rows: list[dict] = [{} for _ in plan]
+    done = 0
+    for event in processes.results(functools.partial(_row, source, params.audit), plan, args.jobs, 60.0):
+        if event is not None:
+            rows[event[0]], done = event[1], done + 1
+        if event is None or done % 20 == 0 or done == len(plan):
+            print(f"{args.domain}: {done}/{len(plan)} surrogates ({(time.perf_counter() - start) / 60:.1f} min)",
+                  flush=True)
+    table = pd.DataFrame(rows)
+    out = Path(args.out)
+    write_csv(out / f"{args.domain}_yardstick.csv", table, index=False)
+    found = summary(table, params.audit.alpha)
+    write_csv(out / f"{args.domain}_yardstick_summary.csv", found, index=False)
+    print(found.to_string(index=False))
+
+
+if __name__ == "__main__":  # run as acgate.tools.yardstick, not __main__: the worker processes find _row by name
+    from acgate.tools.yardstick import main as imported_main
+
+    imported_main()
