@@ -15,8 +15,9 @@ surrogates (one lag curve for every entity), so that it rejects in alpha of them
 (it knows rho and its own null distribution), and against the shared curve it is not valid where the proxies set the
 size of the effect; it bounds what a test of the proxies' hold on the lags can reach on this panel.
 
-Writes ``<out>/<domain>_yardstick.csv`` (one row per surrogate) and ``<out>/<domain>_yardstick_summary.csv``
-(supported / surrogates per scenario with 95 % Clopper-Pearson intervals), and prints the summary.
+Writes ``<out>/<domain>_yardstick.csv`` (one row per surrogate), ``<out>/<domain>_yardstick_summary.csv``
+(supported / surrogates per scenario with 95 % Clopper-Pearson intervals) and ``<out>/<domain>_yardstick.json`` (the
+settings, params, git SHA, packages, machine, load average and minutes), and prints the summary.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from acgate.audit import domain_audit, gls, panel_matched
 from acgate.config import load_params
 from acgate.data.prep import prepared_panel
 from acgate.layout import project_root
-from acgate.runs import write_csv
+from acgate.runs import machine, manifest, write_csv, write_json
 
 NULL = "one_curve"  # the scenario whose surrogates set the yardstick's critical value
 POWER = ("proxy_lags_half", "proxy_lags_one", "proxy_lags_two")
@@ -105,6 +106,7 @@ def main(argv: list[str] | None = None) -> None:
     plan = [(NULL, r) for r in range(args.critical)] + [
         (name, r) for name in source.scenarios(args.scenarios) if name != NULL
         for r in range(count[panel_matched.SCENARIOS[name].control])]
+    record = {**manifest(params.to_dict(), seed=-1, device="cpu"), "settings": vars(args), "machine": machine()}
     start = time.perf_counter()
     rows: list[dict] = [{} for _ in plan]
     done = 0
@@ -119,6 +121,8 @@ def main(argv: list[str] | None = None) -> None:
     write_csv(out / f"{args.domain}_yardstick.csv", table, index=False)
     found = summary(table, params.audit.alpha)
     write_csv(out / f"{args.domain}_yardstick_summary.csv", found, index=False)
+    write_json(out / f"{args.domain}_yardstick.json",
+               {**record, "minutes": round((time.perf_counter() - start) / 60, 1)})
     print(found.to_string(index=False))
 
 
