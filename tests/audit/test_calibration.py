@@ -60,8 +60,9 @@ def test_a_broken_calibration_record_is_not_kept_and_says_why(tmp_path, small):
 
 
 def sleep_and_say(name: str, replicate: int) -> list[dict]:
-    """A replicate that names its process and sleeps: what a worker does while its runner is killed."""
-    print(f"worker {os.getpid()}", flush=True)
+    """A replicate that names its process and sleeps: what a worker does while its runner is killed. One write of
+    the whole line, so two workers' lines do not interleave ("worker 26948worker 26949" under load)."""
+    os.write(sys.stdout.fileno(), f"worker {os.getpid()}\n".encode())
     time.sleep(120)
     return []
 
