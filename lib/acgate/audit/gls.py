@@ -375,6 +375,22 @@ def _stacked(moments: list[Moments]) -> Moments:
     return Moments(*(np.stack([getattr(m, f.name) for m in moments]) for f in dataclasses.fields(Moments)))
 
 
+def _scaled_null_f(design: LagDesign, errors: ErrorModel, lagged: np.ndarray, q: np.ndarray, df: tuple[int, int],
+                   draws: int, rng: np.random.Generator) -> np.ndarray:
+    """(draws,) the F statistics against the entity-scaled shape (:func:`_f_vs_scaled`, degrees of freedom ``df``) of
+    a parametric bootstrap's panels: the fitted null's lagged part ``lagged`` (N, S) plus noise (:func:`_null_draws`),
+    each draw's shapes and scales fitted again, in stacks of at most :data:`DRAW_BYTES` of moments."""
+    n, _, n_feat, size = design.U.shape
+    chunk = max(1, DRAW_BYTES // (8 * n * (n_feat * size)**2 * 6))  # G, its partial and their products, per draw
+    panels = _null_draws(design, lagged, errors, draws, rng)
+    found = []
+    for start in range(0, draws, chunk):
+        stack = _stacked([Moments.of(*next(panels)) for _ in range(min(chunk, draws - start))])
+        partials, _ = _entity_scaled(stack, scaled_shape(stack, n_feat))
+        found += [_f_vs_scaled(partials.one(b), q, *df) for b in range(len(stack.G))]
+    return np.array(found)
+
+
 def interaction_test(design: LagDesign, q: np.ndarray, errors: ErrorModel, permutations: int,
                      rng: np.random.Generator, draws: int = SCALED_DRAWS) -> tuple[dict, np.ndarray]:
     """Do the proxies hold the lags? Two GLS F statistics of lag curves moderated by q (N, Q):
@@ -415,17 +431,11 @@ def interaction_test(design: LagDesign, q: np.ndarray, errors: ErrorModel, permu
     shape = scaled_shape(m, n_feat)
     partial, scale = _entity_scaled(m, shape)
     f_scaled = _f_vs_scaled(partial, q, df_scaled, scaled_df)
-    lagged = np.einsum("nsfj,fj,nf->ns", design.U, shape, scale)
-    chunk = max(1, DRAW_BYTES // (8 * n * p_shared**2 * 6))  # draws fitted at once (G, its partial, their products)
     # the draws' noise from a stream of its own: the proxy permutations below, and the tests that go on with ``rng``
     # (shape_test, stability_test), draw what they drew before the bootstrap was added
-    panels = _null_draws(design, lagged, errors, draws, rng.spawn(1)[0])
-    exceed = 0
-    for start in range(0, draws, chunk):
-        stack = _stacked([Moments.of(*next(panels)) for _ in range(min(chunk, draws - start))])
-        partials, _ = _entity_scaled(stack, scaled_shape(stack, n_feat))
-        exceed += sum(_f_vs_scaled(partials.one(b), q, df_scaled, scaled_df) >= f_scaled * (1 - 1e-12)
-                      for b in range(len(stack.G)))
+    draws_f = _scaled_null_f(design, errors, np.einsum("nsfj,fj,nf->ns", design.U, shape, scale), q,
+                             (df_scaled, scaled_df), draws, rng.spawn(1)[0])
+    exceed = int(np.sum(draws_f >= f_scaled * (1 - 1e-12)))
 
     total = float(m.yy.sum())
     rss_shared = float(_rss(m.G.sum(axis=0), m.h.sum(axis=0), total))
