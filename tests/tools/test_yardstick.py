@@ -44,14 +44,20 @@ def test_its_lag_tests_are_the_audits_of_the_same_surrogate(example):
         assert row[column] == pytest.approx(audited[column], rel=1e-9), column
     assert row["p_vs_shared"] > 1 / (params.audit.permutations + 1)  # not the floor: the permutations are the audit's
     assert row["supported"] == (record["calibrated_L1"] == "supported")
-    assert 0 <= row["known_rho_p"] <= 1 and row["true_rho"] == source.rho
+    assert 0 <= row["known_rho_p"] <= 1 and 0 <= row["known_rho_scaled_p"] <= 1 and row["true_rho"] == source.rho
+
+
+def _rows(rng: np.random.Generator, scenarios: dict[str, int]) -> pd.DataFrame:
+    n = sum(scenarios.values())
+    return pd.DataFrame({"scenario": [name for name, k in scenarios.items() for _ in range(k)],
+                         "supported": rng.random(n) < 0.3, "p_vs_shared": rng.random(n),
+                         "p_vs_entity_scaled": rng.random(n), "known_rho_p": rng.random(n) ** 3,
+                         "known_rho_scaled_p": rng.random(n) ** 2})
 
 
 def test_the_summary_counts_each_test_with_its_interval():
     """Counts below alpha and below the alpha quantile of the one_curve surrogates' p, with scipy's exact intervals."""
-    rng = np.random.default_rng(0)
-    rows = pd.DataFrame({"scenario": ["one_curve"] * 40 + ["proxy_lags_one"] * 20,
-                         "supported": rng.random(60) < 0.3, "known_rho_p": rng.random(60) ** 3})
+    rows = _rows(np.random.default_rng(0), {"one_curve": 40, "proxy_lags_one": 20})
     found = yardstick.summary(rows, 0.05).set_index("scenario")
     critical = np.quantile(rows.known_rho_p[:40], 0.05)
     positive = rows[rows.scenario == "proxy_lags_one"]
@@ -63,3 +69,24 @@ def test_the_summary_counts_each_test_with_its_interval():
     assert (found.loc["proxy_lags_one", "calibrated_l1"], found.loc["proxy_lags_one", "calibrated_l1_low"],
             found.loc["proxy_lags_one", "calibrated_l1_high"]) == (k, round(interval.low, 4), round(interval.high, 4))
     assert "known_rho_f_size_adjusted" not in yardstick.summary(rows[rows.scenario != "one_curve"], 0.05)
+
+
+def test_the_yardstick_of_both_tests_takes_each_critical_value_from_its_own_nulls():
+    """Against the entity-scaled shape the critical p is the lower alpha quantile of one_curve's and effect_size's;
+    the yardstick of the calibrated L1 rejects where both size-adjusted tests do; each calibrated test is counted."""
+    rows = _rows(np.random.default_rng(1), {"one_curve": 40, "effect_size": 60, "proxy_lags_two": 30})
+    found = yardstick.summary(rows, 0.05).set_index("scenario")
+    null = rows[rows.scenario == "one_curve"]
+    shared = np.quantile(null.known_rho_p, 0.05)
+    scaled = min(np.quantile(null.known_rho_scaled_p, 0.05),
+                 np.quantile(rows.known_rho_scaled_p[rows.scenario == "effect_size"], 0.05))
+    assert found.scaled_size_adjusted_critical_p.iloc[0] == pytest.approx(scaled)
+    for name, group in rows.groupby("scenario"):
+        both = (group.known_rho_p < shared) & (group.known_rho_scaled_p < scaled)
+        assert found.loc[name, "known_rho_scaled_f_size_adjusted"] == (group.known_rho_scaled_p < scaled).sum()
+        assert found.loc[name, "known_rho_both_size_adjusted"] == both.sum()
+        assert found.loc[name, "vs_shared"] == (group.p_vs_shared < 0.05).sum()
+        assert found.loc[name, "vs_entity_scaled"] == (group.p_vs_entity_scaled < 0.05).sum()
+    assert found.loc["effect_size", "known_rho_scaled_f_size_adjusted"] <= 3  # the alpha quantile of 60: at most 3
+    alone = yardstick.summary(rows[rows.scenario == "proxy_lags_two"], 0.05)
+    assert not {"known_rho_scaled_f_size_adjusted", "known_rho_both_size_adjusted"} & set(alone.columns)

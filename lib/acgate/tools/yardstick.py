@@ -7,13 +7,19 @@ show the calibrated rule shows.
 For each surrogate of the panel-matched study (:mod:`acgate.audit.panel_matched`, the same seeds a study draws) it
 runs the in-sample lag tests the audit runs (:func:`acgate.audit.domain_audit.tested_design`, the same random
 stream) and reads the classical reference's calibrated L1 from them: both p below alpha and the GLS fit's sd(k*)
-above ``audit.practical_sd`` (the lag tests alone: no training, so no run can rule it out as degenerate). Beside it,
-the yardstick: the GLS F of the moderated against the shared curve with the surrogates' true AR(1) coefficient (the
-entity scales as the test estimates them, the panel's common shocks left in the noise), its p from the F
-distribution, and that F at a size-adjusted critical value, the alpha quantile of its p over the ``one_curve``
-surrogates (one lag curve for every entity), so that it rejects in alpha of them by construction. No user can run it
-(it knows rho and its own null distribution), and against the shared curve it is not valid where the proxies set the
-size of the effect; it bounds what a test of the proxies' hold on the lags can reach on this panel.
+above ``audit.practical_sd`` (the lag tests alone: no training, so no run can rule it out as degenerate), and each
+of its two tests alone. Beside them, the yardstick: the GLS F statistics of the same two tests with the surrogates'
+true AR(1) coefficient (the entity scales as the tests estimate them, the panel's common shocks left in the noise):
+
+- against the shared curve, its p from the F distribution, and at a size-adjusted critical value, the alpha quantile
+  of that p over the ``one_curve`` surrogates (one lag curve for every entity), so that it rejects in alpha of them
+  by construction;
+- against the entity-scaled shape, at the alpha quantile of its F-distribution p over the null scenarios of that
+  test (``one_curve`` and ``effect_size``, where the proxies set the size of one curve), the lower of the two;
+- both size-adjusted tests together: the yardstick of the calibrated L1, which needs both.
+
+No user can run it (it knows rho and its own null distributions); it bounds what a test of the proxies' hold on the
+lags can reach on this panel, and says which of the calibrated L1's two tests loses what.
 
 Writes ``<out>/<domain>_yardstick.csv`` (one row per surrogate), ``<out>/<domain>_yardstick_summary.csv``
 (supported / surrogates per scenario with 95 % Clopper-Pearson intervals) and ``<out>/<domain>_yardstick.json`` (the
@@ -39,7 +45,8 @@ from acgate.data.prep import prepared_panel
 from acgate.layout import project_root
 from acgate.runs import machine, manifest, write_csv, write_json
 
-NULL = "one_curve"  # the scenario whose surrogates set the yardstick's critical value
+NULL = "one_curve"  # the scenario whose surrogates set the critical value of the yardstick against the shared curve
+SCALED_NULLS = (NULL, "effect_size")  # ... and those whose surrogates set it against the entity-scaled shape
 POWER = ("proxy_lags_half", "proxy_lags_one", "proxy_lags_two")
 
 
@@ -53,33 +60,51 @@ def surrogate_row(source: panel_matched.Source, name: str, replicate: int, cfg) 
     row, _ = gls.interaction_test(design, q, errors, cfg.permutations, domain_audit.lag_tests_rng(cfg, 0))
     known = replace(errors, rho=source.rho)
     oracle, _ = gls.interaction_test(design, q, known, 0, domain_audit.lag_tests_rng(cfg, 0), draws=0)
+    scaled_df = oracle["rows"] - oracle["entities"] * (1 + design.U.shape[2]) - oracle["df_vs_entity_scaled"]
     return {"scenario": name, "replicate": replicate, "rho": row["rho"], "true_rho": source.rho,
             "p_vs_entity_scaled": row["p_vs_entity_scaled"], "p_vs_shared": row["p_vs_shared"],
             "kstar_sd": row["kstar_sd"],
             "supported": bool(row["p_vs_entity_scaled"] < cfg.alpha and row["p_vs_shared"] < cfg.alpha
                               and float(row["kstar_sd"] > cfg.practical_sd) >= cfg.l1_min_share),
             "known_rho_f": oracle["f_vs_shared"],
-            "known_rho_p": float(stats.f.sf(oracle["f_vs_shared"], oracle["df_vs_shared"], oracle["df_residual"]))}
+            "known_rho_p": float(stats.f.sf(oracle["f_vs_shared"], oracle["df_vs_shared"], oracle["df_residual"])),
+            "known_rho_scaled_f": oracle["f_vs_entity_scaled"],
+            "known_rho_scaled_p": float(stats.f.sf(oracle["f_vs_entity_scaled"], oracle["df_vs_entity_scaled"],
+                                                   scaled_df))}
 
 
 def _row(source: panel_matched.Source, cfg, item: tuple[str, int]) -> dict:
     return surrogate_row(source, *item, cfg)
 
 
+def _critical(rows: pd.DataFrame, column: str, nulls: tuple[str, ...], alpha: float) -> float:
+    """The lowest alpha quantile of ``column`` over the ``nulls`` scenarios present (NaN: none is)."""
+    found = [rows[column][rows.scenario == name].quantile(alpha) for name in nulls if (rows.scenario == name).any()]
+    return min(found) if found else float("nan")
+
+
 def summary(rows: pd.DataFrame, alpha: float) -> pd.DataFrame:
-    """Supported / surrogates per scenario: the calibrated L1, the yardstick by the F distribution and at its
-    size-adjusted critical value (left empty without ``one_curve`` rows; in ``one_curve`` itself alpha by
-    construction), each with its Clopper-Pearson interval."""
-    critical = rows.known_rho_p[rows.scenario == NULL].quantile(alpha) if (rows.scenario == NULL).any() \
-        else float("nan")
+    """Supported / surrogates per scenario: the calibrated L1 and each of its two tests alone; the yardstick against
+    the shared curve by the F distribution and at its size-adjusted critical value (left out without ``one_curve``
+    rows; there alpha by construction), against the entity-scaled shape size-adjusted (left out without ``one_curve``
+    or ``effect_size`` rows), and both size-adjusted tests together; each with its Clopper-Pearson interval."""
+    critical = _critical(rows, "known_rho_p", (NULL,), alpha)
+    scaled = _critical(rows, "known_rho_scaled_p", SCALED_NULLS, alpha)
     out = []
     for name, group in rows.groupby("scenario", sort=False):
         n = len(group)
-        counts = {"calibrated_l1": int(group.supported.sum()),
+        shared_adjusted, scaled_adjusted = group.known_rho_p < critical, group.known_rho_scaled_p < scaled
+        counts = {"calibrated_l1": int(group.supported.sum()), "vs_shared": int((group.p_vs_shared < alpha).sum()),
+                  "vs_entity_scaled": int((group.p_vs_entity_scaled < alpha).sum()),
                   "known_rho_f": int((group.known_rho_p < alpha).sum())}
         if np.isfinite(critical):
-            counts["known_rho_f_size_adjusted"] = int((group.known_rho_p < critical).sum())
-        line = {"scenario": name, "replicates": n, "size_adjusted_critical_p": critical}
+            counts["known_rho_f_size_adjusted"] = int(shared_adjusted.sum())
+        if np.isfinite(scaled):
+            counts["known_rho_scaled_f_size_adjusted"] = int(scaled_adjusted.sum())
+        if np.isfinite(critical) and np.isfinite(scaled):
+            counts["known_rho_both_size_adjusted"] = int((shared_adjusted & scaled_adjusted).sum())
+        line = {"scenario": name, "replicates": n, "size_adjusted_critical_p": critical,
+                "scaled_size_adjusted_critical_p": scaled}
         for key, k in counts.items():
             interval = stats.binomtest(k, n).proportion_ci(method="exact")
             line.update({key: k, f"{key}_low": round(interval.low, 4), f"{key}_high": round(interval.high, 4)})
