@@ -125,6 +125,8 @@ def test_processes_end_with_a_runner_killed_in_its_first_seconds():
 
 
 INTERRUPTED = """
+import faulthandler, signal
+faulthandler.register(signal.SIGUSR1)  # the test asks for every thread's stack when the runner does not end
 from acgate.audit import calibration
 from tests.audit.test_calibration import sleep_and_say
 calibration.run_replicates([("a", 0), ("a", 1), ("a", 2), ("a", 3)], sleep_and_say, jobs=2, log=print)
@@ -143,7 +145,14 @@ def test_ctrl_c_stops_the_replicates_within_seconds_and_says_what_is_kept():
             if line.startswith("worker "):
                 workers.append(int(line.split()[1]))
         os.killpg(runner.pid, signal.SIGINT)
-        out, err = runner.communicate(timeout=10)
+        try:
+            out, err = runner.communicate(timeout=10)
+        except subprocess.TimeoutExpired:  # where it hangs, for the failure to say
+            os.kill(runner.pid, signal.SIGUSR1)
+            time.sleep(1)
+            runner.kill()
+            out, err = runner.communicate(timeout=10)
+            raise AssertionError(f"no end within 10 s of Ctrl-C; its output:\n{out}\nits threads:\n{err}") from None
     finally:
         if runner.poll() is None:
             os.killpg(runner.pid, signal.SIGKILL)
