@@ -71,3 +71,53 @@ def test_an_error_in_a_worker_is_raised_in_the_caller_with_its_traceback():
     with pytest.raises(ValueError, match="item 1 is bad") as raised:
         list(processes.results(fail, [1], jobs=1, heartbeat=5.0))
     assert any("in a worker process" in note and "fail" in note for note in raised.value.__notes__)
+
+
+# a Ctrl-C that reaches another thread of the caller than the one waiting for the workers' news (the kernel hands a
+# process's signal to any of its threads); the workers sleep, the heartbeat is a minute away
+OTHER_THREAD = """
+import signal, threading, time
+from acgate import processes
+from tests.test_processes import sleep_on
+
+def interrupt():
+    time.sleep(float(input()))  # the test says when: once both workers have said they run
+    signal.pthread_kill(threading.get_ident(), signal.SIGINT)
+
+threading.Thread(target=interrupt, daemon=True).start()
+started = time.monotonic()
+try:
+    for _ in processes.results(sleep_on, [("a", 0), ("a", 1)], jobs=2, heartbeat=60.0):
+        pass
+except KeyboardInterrupt:
+    print("INTERRUPTED", flush=True)
+"""
+
+
+def sleep_on(item: tuple[str, int]) -> list[dict]:
+    """A worker's item that names its process and sleeps (:func:`tests.audit.test_calibration.sleep_and_say`)."""
+    from tests.audit.test_calibration import sleep_and_say
+
+    return sleep_and_say(*item)
+
+
+def test_a_ctrl_c_in_another_thread_stops_the_caller_within_seconds():
+    """In CI the caller's main thread, blocked in a read of the host's news, slept through a Ctrl-C for more than 10 s
+    (faulthandler showed it in that read): Python raises a signal in the main thread only when it runs Python code,
+    and the kernel may hand the signal to another thread. It now waits in Python, a second at a time."""
+    runner = subprocess.Popen([sys.executable, "-c", OTHER_THREAD], cwd=ROOT, stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        workers = 0
+        while workers < 2:
+            line = runner.stdout.readline()
+            assert line, f"the caller ended before its workers ran: {runner.stderr.read()[-3000:]}"
+            workers += line.startswith("worker ")
+        runner.stdin.write("0.5\n")
+        runner.stdin.flush()
+        out, err = runner.communicate(timeout=10)
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+        runner.wait()
+    assert "INTERRUPTED" in out, err[-3000:]
