@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import os
 import pickle
-import queue
 import signal
 import subprocess
 import sys
@@ -68,10 +67,10 @@ def results(work: Callable[[Any], Any], items: list, jobs: int, heartbeat: float
                 host.stdin.flush()
             except BrokenPipeError:
                 pass  # the host ended at once: its news (or none) says why
-            messages = _messages(news)
             while True:
-                message = next(messages)
-                if message is None:  # the host's pipe ended without its "end"
+                try:
+                    message = pickle.load(news)
+                except EOFError:
                     code = host.wait()
                     raise WorkersEnded(f"the process running the worker processes ended with exit code {code}"
                                        + (" (killed: out of memory?)" if code == -signal.SIGKILL else "")) from None
@@ -89,36 +88,6 @@ def results(work: Callable[[Any], Any], items: list, jobs: int, heartbeat: float
                 host.kill()  # whatever else ends the caller's loop, its workers end too (they watch the host)
                 host.wait()
             host.stdin.close()
-
-
-def _messages(news: Any) -> Iterator[tuple | None]:
-    """The host's messages, unpickled from ``news`` by a thread of their own; None once the pipe ends. The caller
-    waits for each at most :data:`ORPHAN_POLL` seconds at a time, in Python: Python raises a Ctrl-C in the main
-    thread only when that thread runs Python code, and blocked in a read of the pipe, the caller's main thread once
-    slept through one for more than 10 s (a signal the kernel hands to another of the process's threads does not
-    interrupt the read), until the next heartbeat."""
-    found: queue.Queue = queue.Queue()
-
-    def pump() -> None:
-        try:
-            while True:
-                found.put(pickle.load(news))
-        except EOFError:
-            found.put(None)
-        except Exception as error:  # noqa: BLE001 - a message that does not unpickle goes to the caller
-            found.put(error)
-
-    threading.Thread(target=pump, daemon=True, name="host-news").start()
-    while True:
-        try:
-            message = found.get(timeout=ORPHAN_POLL)
-        except queue.Empty:
-            continue  # back in Python: a pending Ctrl-C is raised here
-        if isinstance(message, Exception):
-            raise message
-        yield message
-        if message is None:
-            return
 
 
 def _start_worker(host: int) -> None:
