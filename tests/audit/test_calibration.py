@@ -127,6 +127,7 @@ def test_processes_end_with_a_runner_killed_in_its_first_seconds():
 INTERRUPTED = """
 import faulthandler, signal
 faulthandler.register(signal.SIGUSR1)  # the test asks for every thread's stack when the runner does not end
+signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal, where the tests run with it ignored too
 from acgate.audit import calibration
 from tests.audit.test_calibration import sleep_and_say
 calibration.run_replicates([("a", 0), ("a", 1), ("a", 2), ("a", 3)], sleep_and_say, jobs=2, log=print)
