@@ -70,6 +70,8 @@ def test_the_block_of_a_training_step_leaves_finished_runs_current():
     # a gate without memory is another model; the paper's (the default) hashes as before the setting existed
     assert dataclasses.replace(full, model=dataclasses.replace(full.model, gate_memory=False)).digest() \
         != full.digest()
+    assert dataclasses.replace(full, model=dataclasses.replace(full.model, neural_dl_hidden=8)).digest() \
+        != full.digest()  # neural_dl's width likewise
 
 
 def test_unknown_key_names_the_key_and_the_allowed_keys(tmp_path):

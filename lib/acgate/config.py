@@ -31,10 +31,14 @@ NEURAL_METHODS = GATE_METHODS + NEURAL_BASELINES  # trained by gradient steps (a
 # the classical yardstick (acgate.models.classical): the moderated distributed lag, its shared-lag and shuffled-proxy
 # twins (the comparators of its own heterogeneity verdict) and the two-stage shrinkage model
 CLASSICAL_METHODS = ("moderated_dl", "shared_dl", "shuffled_dl", "proxy_scaled_dl", "two_stage_dl")
-METHODS = NEURAL_METHODS + ("grouped_ardl",) + CLASSICAL_METHODS
-CLOSED_FORM_METHODS = ("grouped_ardl", *CLASSICAL_METHODS)  # numpy fits: no epochs, always on the CPU
-# closed-form fits that read no seed (shuffled_dl reads one: its permutation): on one panel every seed's fit is the same
-SEEDLESS_METHODS = tuple(m for m in CLOSED_FORM_METHODS if m != "shuffled_dl")
+# the neural moderated distributed lag (acgate.models.neural_dl): the yardstick's signed curves per feature moderated
+# through a network of the proxies (its hidden layer drawn from the seed, its output layer fitted by ridge)
+CURVE_NETWORK_METHODS = ("neural_dl",)
+METHODS = NEURAL_METHODS + ("grouped_ardl",) + CLASSICAL_METHODS + CURVE_NETWORK_METHODS
+CLOSED_FORM_METHODS = ("grouped_ardl", *CLASSICAL_METHODS, *CURVE_NETWORK_METHODS)  # numpy fits: no epochs, the CPU
+# closed-form fits that read no seed (shuffled_dl reads one: its permutation; neural_dl its hidden layer): on one
+# panel every seed's fit is the same
+SEEDLESS_METHODS = tuple(m for m in CLOSED_FORM_METHODS if m not in ("shuffled_dl", *CURVE_NETWORK_METHODS))
 SCENARIOS = ("linear", "nonlinear", "constant", "two_regime", "interaction", "non_monotone")
 DRIVERS = ("linear", "threshold")
 LOADERS = ("pwt", "owid_wgi", "csv")
@@ -261,6 +265,8 @@ class ModelConfig:
                                "need not hold the longer lags (its k* sits about a lag low on a flat panel); false "
                                "reads each step's context alone from the state z sets, so the gate is the whole lag "
                                "response", _bool)
+    neural_dl_hidden: int = _param(32, "neural_dl: tanh units of the network that moderates the lag curves (its "
+                                   "hidden layer, drawn from the seed)", _int_at_least(1))
     recon_anchor_weight: float = _param(1.0, "weight of the first proxy in the reconstruction loss (others 1)",
                                         _positive)
     attention_heads: int = _param(4, "TFT: attention heads (model.hidden must be divisible by it)", _int_at_least(1))
@@ -370,17 +376,27 @@ class Params:
         and the list of methods do not shape a run, so changing them leaves finished runs valid; nor does
         ``train.block_entities`` (an epoch is the same optimiser step whatever the block; each run records its
         block), nor ``train.stacked`` (each seed's optimiser steps are those of its lone run; each run records the
-        stack), nor ``train.keep_freed_memory`` (where memory comes from changes no number). ``model.gate_memory``
-        counts only where it is false: the paper's model hashes as it did before the setting existed, so its runs,
-        studies and calibration stay current."""
+        stack), nor ``train.keep_freed_memory`` (where memory comes from changes no number). The model settings
+        added after the paper's runs (:data:`LATER_MODEL_SETTINGS`) count only where they differ from their
+        defaults: the paper's model hashes as it did before they existed, so its runs, studies and calibration stay
+        current."""
         shaping = {k: v for k, v in self.to_dict().items()
                    if k not in ("audit", "n_seeds", "methods") and v is not None}
         unshaping = ("block_entities", "stacked", "keep_freed_memory")
         shaping["train"] = {k: v for k, v in shaping["train"].items() if k not in unshaping}
-        if shaping["model"]["gate_memory"]:
-            shaping["model"] = {k: v for k, v in shaping["model"].items() if k != "gate_memory"}
+        shaping["model"] = without_later_defaults(shaping["model"])
         text = json.dumps(shaping, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+LATER_MODEL_SETTINGS = ("gate_memory", "neural_dl_hidden")  # model settings a run's hash holds only where not default
+
+
+def without_later_defaults(model: dict) -> dict:
+    """The model section ``model`` (a dict) without the settings of :data:`LATER_MODEL_SETTINGS` that hold their
+    defaults: what the hashes of runs and studies read, so that those made before a setting existed stay current."""
+    defaults = ModelConfig()
+    return {k: v for k, v in model.items() if k not in LATER_MODEL_SETTINGS or v != getattr(defaults, k)}
 
 
 SECTIONS = {"synthetic": SyntheticConfig, "data": DataConfig, "split": SplitConfig, "model": ModelConfig,

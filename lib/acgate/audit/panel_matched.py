@@ -69,7 +69,7 @@ from acgate import statistics
 from acgate.audit import calibration, gls, noise
 from acgate.audit import domain_audit as audit
 from acgate.audit.verdicts import FAMILIES, RULES_VERSIONS, rules_versions, versions_text
-from acgate.config import GATE_METHODS, Params
+from acgate.config import GATE_METHODS, Params, without_later_defaults
 from acgate.data.panel import Normalisers, Panel
 from acgate.layout import audit_dir, method_dir, panel_dir, shown
 from acgate.models.classical import fit_classical, intercepts, lag_profile, moderators, standardise
@@ -304,13 +304,23 @@ def _shifted(curve: np.ndarray, shift: np.ndarray) -> np.ndarray:
     return np.where((at >= 0) & (at <= K + 1), values, 0.0).transpose(1, 0, 2)
 
 
-def draw(source: Source, name: str, seed: int) -> Panel:
+def surrogate_curves(source: Source, name: str, shifted: tuple[int, ...] | None = None) -> np.ndarray:
+    """(N, F, K) each entity's true lag curves in the surrogates of scenario ``name``: the pooled curve moved by the
+    scenario's lag shifts; with ``shifted``, only those features' curves move (the others stay the pooled curve's)."""
+    n_feat = source.curve.shape[0]
+    moved = _shifted(source.curve, source.shifts.get(name, np.zeros(source.x.shape[0])))
+    keep = np.isin(np.arange(n_feat), shifted if shifted is not None else np.arange(n_feat))
+    return np.where(keep[None, :, None], moved, source.curve[None])
+
+
+def draw(source: Source, name: str, seed: int, shifted: tuple[int, ...] | None = None) -> Panel:
     """One surrogate panel of scenario ``name`` from ``source``; all randomness from ``seed``. Only the target
-    differs from the source panel; the truth (each entity's k* of its true curves) is recorded for L3."""
+    differs from the source panel; the truth (each entity's k* of its true curves) is recorded for L3. ``shifted``:
+    the features whose curves the scenario's lag shifts move (:func:`surrogate_curves`; all where not given)."""
     scenario = SCENARIOS[name]
     rng = np.random.default_rng([SALT, seed])
+    curves = surrogate_curves(source, name, shifted)
     n, t_len = source.x.shape[:2]
-    curves = _shifted(source.curve, source.shifts.get(name, np.zeros(n)))
     lagged = _lagged(source.x, curves)
     share = (statistics.average_ranks(source.proxy_score) - 0.5) / n  # each entity's rank share in (0, 1)
     factor = SIZE_FACTOR[0] + SIZE_FACTOR[1] * share
@@ -326,7 +336,8 @@ def draw(source: Source, name: str, seed: int) -> Panel:
     kstar = effective_lag(lag_profile(curves))
     return dataclasses.replace(source.panel, Y=y.astype(np.float32), truth={"kstar_true": kstar,
                                                                             "dgp_mean_lag": kstar},
-                               meta={**source.panel.meta, "surrogate": name, "surrogate_seed": seed})
+                               meta={**source.panel.meta, "surrogate": name, "surrogate_seed": seed,
+                                     **({} if shifted is None else {"shifted_features": list(shifted)})})
 
 
 def _ar1(rng: np.random.Generator, rho: float, sigma: np.ndarray, steps: int) -> np.ndarray:
@@ -721,12 +732,12 @@ def panel_digest(panel: Panel) -> str:
 def params_digest(params: Params) -> str:
     """Short hash of the whole params, the audit settings, methods and seed count included (all shape the study's
     replicates or the rules they are judged by); ``Params.digest`` leaves those out, as they do not shape a run. Left
-    out: ``train.keep_freed_memory``, which changes no number, and ``model.gate_memory`` where it is the paper's
-    (true), so that the studies measured before either existed stay current."""
+    out: ``train.keep_freed_memory``, which changes no number, and the model settings added later where they hold
+    their defaults (:func:`acgate.config.without_later_defaults`), so that the studies measured before those existed
+    stay current."""
     whole = params.to_dict()
     whole["train"] = {k: v for k, v in whole["train"].items() if k != "keep_freed_memory"}
-    if whole["model"]["gate_memory"]:
-        whole["model"] = {k: v for k, v in whole["model"].items() if k != "gate_memory"}
+    whole["model"] = without_later_defaults(whole["model"])
     return hashlib.sha256(json.dumps(whole, sort_keys=True).encode()).hexdigest()[:12]
 
 

@@ -39,6 +39,7 @@ structural output as AC-GATE's is.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -46,7 +47,7 @@ import pandas as pd
 
 from acgate.config import Params
 from acgate.data.panel import Normalisers, Panel
-from acgate.models.lags import lag_frame
+from acgate.models.lags import effective_lag, lag_frame
 
 BASIS_SIZES = (3, 4, 5, 6)  # J, the polynomial lag curve's free numbers, chosen on validation (at most K)
 RIDGE_SHARES = (0.0, 1e-4, 1e-3, 1e-2, 1e-1, 1.0)  # ridge penalty per training row, chosen on validation
@@ -295,6 +296,11 @@ def lag_profile(curves: np.ndarray) -> np.ndarray:
     return weights / weights.sum(axis=1, keepdims=True)
 
 
+def feature_lags(curves: np.ndarray) -> np.ndarray:
+    """(N, F) each feature's own k*: the k* of :func:`lag_profile` of that feature's curves (N, F, K) alone."""
+    return np.stack([effective_lag(lag_profile(curves[:, [f]])) for f in range(curves.shape[1])], axis=1)
+
+
 @dataclass
 class ClassicalFit:
     panel: Panel
@@ -323,8 +329,16 @@ class ClassicalFit:
 
 def fit_classical(panel: Panel, params: Params, method: str) -> ClassicalFit:
     """Fit ``method`` (one of :data:`FITTERS`) on ``panel``, the basis size (and ridge) chosen by validation MSE."""
-    start = time.perf_counter()
     fitter, shared = FITTERS[method]
+    return fit_curves(panel, params, method, fitter, shared)
+
+
+def fit_curves(panel: Panel, params: Params, method: str, fitter: Callable[[Design, np.ndarray], CurveFit | None],
+               shared: bool) -> ClassicalFit:
+    """``fitter`` (a :class:`Design` and the moderators q (N, Q) to a :class:`CurveFit`, or None where it cannot fit)
+    on ``panel`` for each basis size, in the standardised units of the classical fits; the size whose fit has the
+    lowest validation MSE kept. ``shared``: q is the constant alone."""
+    start = time.perf_counter()
     K = params.model.max_lag
     norm = Normalisers.fit(panel)
     windows = lag_windows(norm.X.transform(panel.X), K)

@@ -26,13 +26,21 @@ import pandas as pd
 import torch
 from threadpoolctl import threadpool_limits
 
-from acgate.config import CLASSICAL_METHODS, GATE_METHODS, NEURAL_METHODS, SEEDLESS_METHODS, Params
+from acgate.config import (
+    CLASSICAL_METHODS,
+    CURVE_NETWORK_METHODS,
+    GATE_METHODS,
+    NEURAL_METHODS,
+    SEEDLESS_METHODS,
+    Params,
+)
 from acgate.data.panel import SPLITS, Panel
 from acgate.layout import method_dir, shown
 from acgate.models import baselines, lags, stacked
-from acgate.models.classical import fit_classical
+from acgate.models.classical import ClassicalFit, fit_classical
 from acgate.models.metrics import TRUTHS, forecast_metrics, l3_recovery
 from acgate.models.networks import ACGate
+from acgate.models.neural_dl import fit_neural_dl
 from acgate.models.occlusion import occlusion_increase, profile_from_increase
 from acgate.models.train import FitResult, fit, memory_error, predictions
 from acgate.runs import (
@@ -303,7 +311,9 @@ def _fit(panel: Panel, params: Params, method: str, seed: int, out: Path, log: C
         if method == "grouped_ardl":
             return _fit_ardl(panel, params, out)
         if method in CLASSICAL_METHODS:
-            return _fit_classical(panel, params, method, out)
+            return _fit_curves(fit_classical(panel, params, method), out)
+        if method in CURVE_NETWORK_METHODS:
+            return _fit_curves(fit_neural_dl(panel, params, seed), out)
         return _fit_neural(panel, params, method, seed, out, log, bar)
 
 
@@ -332,10 +342,9 @@ def _fit_ardl(panel: Panel, params: Params, out: Path) -> _Trained:
                                           "groups": ardl.groups})
 
 
-def _fit_classical(panel: Panel, params: Params, method: str, out: Path) -> _Trained:
-    """A moderated distributed lag (:mod:`acgate.models.classical`) in closed form; its lag curves go to
-    ``coefficients.csv``."""
-    found = fit_classical(panel, params, method)
+def _fit_curves(found: ClassicalFit, out: Path) -> _Trained:
+    """A moderated distributed lag fitted in closed form (:mod:`acgate.models.classical`,
+    :mod:`acgate.models.neural_dl`); its lag curves go to ``coefficients.csv``."""
     write_csv(out / "coefficients.csv", found.curve_table(), index=False)
     return _Trained(found.predictions(), found.lag_table(), pd.DataFrame(columns=HISTORY_COLUMNS), found.seconds,
                     "cpu", found.facts)

@@ -1,0 +1,72 @@
+"""acgate.tools.lag_recovery: the truth it scores against is the surrogates', feature by feature, and its measures
+are scipy's and numpy's."""
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from scipy import stats
+
+from acgate.audit import panel_matched
+from acgate.config import load_params
+from acgate.data import prep
+from acgate.data.example import write_example
+from acgate.data.panel import Panel
+from acgate.layout import panel_dir
+from acgate.models.classical import feature_lags
+from acgate.tools import lag_recovery
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def example(tmp_path_factory):
+    """The example panel under the smoke profile, prepared in a temporary folder, and its surrogates' source."""
+    tmp = tmp_path_factory.mktemp("lag_recovery")
+    spec = yaml.safe_load((ROOT / "params" / "example_panel.yaml").read_text())
+    spec["data"]["csv_file"] = str(write_example(tmp / "example_panel.csv"))
+    (tmp / "example_panel.yaml").write_text(yaml.safe_dump(spec))
+    params = load_params(tmp / "example_panel.yaml", ROOT / "params" / "smoke_panel.yaml")
+    long, source = prep.load_long(params, ROOT)
+    prep.save(prep.prepare(long, params, source), panel_dir(tmp / "data", params.domain), {"note": "test"})
+    panel = Panel.load(panel_dir(tmp / "data", params.domain))
+    return params, panel_matched.fit_source(panel, params)
+
+
+def test_recovery_is_scipys_spearman_and_the_mean_errors():
+    rng = np.random.default_rng(1)
+    truth, kstar = rng.uniform(1, 6, 30), rng.uniform(1, 6, 30)
+    found = lag_recovery.recovery(kstar, truth)
+    assert found["spearman"] == pytest.approx(stats.spearmanr(kstar, truth).statistic, abs=1e-12)
+    assert found["mae"] == pytest.approx(np.abs(kstar - truth).mean())
+    assert found["bias"] == pytest.approx(kstar.mean() - truth.mean())
+    assert np.isnan(lag_recovery.recovery(kstar, np.full(30, 3.0))["spearman"])  # no lag differs: no ranking
+
+
+def test_only_the_shifted_features_curves_move(example):
+    """A two-feature source: with shifted=(0,) the first feature's curves are the scenario's, the second keeps the
+    pooled curve for every entity; without shifted both move, exactly as draw moves them."""
+    _, source = example
+    two = dataclasses.replace(source, curve=np.vstack([source.curve, -0.5 * source.curve[::-1]]))
+    both = panel_matched.surrogate_curves(two, "proxy_lags_two")
+    first = panel_matched.surrogate_curves(two, "proxy_lags_two", shifted=(0,))
+    assert np.array_equal(first[:, 0], both[:, 0]) and not np.allclose(both[:, 1], two.curve[1])
+    assert np.array_equal(first[:, 1], np.broadcast_to(two.curve[1], first[:, 1].shape))
+    lags = feature_lags(first)
+    assert np.ptp(lags[:, 1]) == 0 and np.std(lags[:, 0]) > 0.5
+
+
+def test_a_surrogates_rows(example):
+    """One row per method; where the lags do not differ no Spearman and a truth of sd 0; where they differ by two
+    lags along the proxies the distributed lags rank them."""
+    params, source = example
+    flat = lag_recovery.surrogate_rows(source, params, ("moderated_dl", "neural_dl"), None, ("one_curve", 0))
+    spread = lag_recovery.surrogate_rows(source, params, ("moderated_dl", "neural_dl"), None, ("proxy_lags_two", 0))
+    assert [r["method"] for r in flat] == ["moderated_dl", "neural_dl"]
+    assert all(np.isnan(r["spearman"]) and r["truth_sd"] == 0 for r in flat)
+    feature = source.panel.feature_names[0]
+    for row in spread:
+        assert row["truth_sd"] > 1 and row["spearman"] > 0.5, row
+        assert row[f"{feature}:spearman"] == pytest.approx(row["spearman"])  # one feature: its k* is the pooled one
