@@ -60,7 +60,7 @@ def test_only_the_shifted_features_curves_move(example):
 
 def test_a_surrogates_rows(example):
     """One row per method; where the lags do not differ no Spearman and a truth of sd 0; where they differ by two
-    lags along the proxies the distributed lags rank them."""
+    lags along the proxies the distributed lags rank them, as they rank the proxies' direction."""
     params, source = example
     flat = lag_recovery.surrogate_rows(source, params, ("moderated_dl", "neural_dl"), None, ("one_curve", 0))
     spread = lag_recovery.surrogate_rows(source, params, ("moderated_dl", "neural_dl"), None, ("proxy_lags_two", 0))
@@ -69,4 +69,6 @@ def test_a_surrogates_rows(example):
     feature = source.panel.feature_names[0]
     for row in spread:
         assert row["truth_sd"] > 1 and row["spearman"] > 0.5, row
+        # the true lags move along the proxies' direction: ranking them and ranking the direction nearly coincide
+        assert abs(row["direction_spearman"] - row["spearman"]) < 0.1, row
         assert row[f"{feature}:spearman"] == pytest.approx(row["spearman"])  # one feature: its k* is the pooled one
