@@ -174,6 +174,8 @@ DESIGN = {  # paper table fair_baselines; the facts are those of acgate.models.n
                               "one lag curve whose size the proxies scale: moderated_dl without lag-shape moderation"),
     "two_stage_dl": Design("no", "per-entity curve, shrunk", "no", "per-entity OLS lag curves meta-regressed on the "
                            "proxies (GLS), each shrunk toward its prediction"),
+    "neural_dl": Design("no (proxies through a network)", "polynomial curve x network units", "no",
+                        "moderated_dl whose moderators are random tanh units of the proxies, fitted by ridge"),
 }
 
 

@@ -22,7 +22,7 @@ LABELS = {"acgate": "AC-GATE", "no_recon_reg": "No-Recon-Reg", "no_ac_encoder": 
           "grouped_ardl": "Grouped ARDL", "persistence": "persistence", "shuffled_proxies": "Shuffled-Proxy Gate",
           "moderated_dl": "Moderated DL", "shared_dl": "Shared-Lag DL", "shuffled_dl": "Shuffled-Proxy DL",
           "two_stage_dl": "Two-Stage DL", "proxy_shared_gate": "Proxy Shared-Gate",
-          "proxy_scaled_dl": "Proxy-Scaled DL", "moderated_dl_gls": "Moderated DL (GLS fit)"}
+          "proxy_scaled_dl": "Proxy-Scaled DL", "moderated_dl_gls": "Moderated DL (GLS fit)", "neural_dl": "Neural DL"}
 P_COLUMNS = ("p", "fisher_p", "pooled_p", "fisher_p_min", "fisher_p_max", "p_seed_better", "p_entity_better",
              "p_neural_better", "p_neural_worse",
              "holm_better", "holm_worse", "pooled_lag_free_p", "p_holm", "p_value")
