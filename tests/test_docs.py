@@ -223,8 +223,8 @@ LAG_RECOVERY = [  # (file stem, scenario, label, measure) of docs/results.md's l
 
 def lag_recovery_rows() -> list[str]:
     """docs/results.md's lag-recovery rows from tables/lag_recovery/: per cell the mean Spearman of k* with the true
-    lags / the mean k* MAE; on one curve for all, the mean |Spearman| of k* with the proxies' direction; on the flat
-    DGP, the mean bias of k*."""
+    lags / the mean k* MAE; on one curve for all, the mean and sd of k*'s Spearman with the proxies' direction; on the
+    flat DGP, the mean bias of k*."""
     rows = []
     for stem, scenario, label, measure in LAG_RECOVERY:
         table = pd.read_csv(ROOT / "tables" / "lag_recovery" / f"{stem}_summary.csv")
@@ -233,7 +233,7 @@ def lag_recovery_rows() -> list[str]:
         for method in ("moderated_dl", "neural_dl", "acgate"):
             cell = cells.loc[method]
             shown.append({"recovery": f"{cell.mean_spearman:.2f} / {cell.mean_mae:.2f}",
-                          "direction": f"{cell.mean_abs_direction_spearman:.2f} on the direction",
+                          "direction": f"{cell.mean_direction_spearman:+.2f} (sd {cell.sd_direction_spearman:.2f})",
                           "bias": f"bias {cell.mean_bias:+.2f}"}[measure])
         rows.append(f"| {label} | {int(cells.panels.iloc[0])} | " + " | ".join(shown) + " |")
     return rows

@@ -307,9 +307,10 @@ def _shifted(curve: np.ndarray, shift: np.ndarray) -> np.ndarray:
 def surrogate_curves(source: Source, name: str, shifted: tuple[int, ...] | None = None) -> np.ndarray:
     """(N, F, K) each entity's true lag curves in the surrogates of scenario ``name``: the pooled curve moved by the
     scenario's lag shifts; with ``shifted``, only those features' curves move (the others stay the pooled curve's)."""
-    n_feat = source.curve.shape[0]
     moved = _shifted(source.curve, source.shifts.get(name, np.zeros(source.x.shape[0])))
-    keep = np.isin(np.arange(n_feat), shifted if shifted is not None else np.arange(n_feat))
+    if shifted is None:
+        return moved
+    keep = np.isin(np.arange(source.curve.shape[0]), shifted)
     return np.where(keep[None, :, None], moved, source.curve[None])
 
 

@@ -166,14 +166,15 @@ def best_on_validation(d: Design, candidates) -> CurveFit:
     return best[1]
 
 
-def fit_moderated(d: Design, q: np.ndarray) -> CurveFit:
-    """The pooled moderated distributed lag on moderators q (N, Q), for the :class:`Design` of one basis size."""
+def fit_moderated(d: Design, q: np.ndarray, shares: tuple[float, ...] = RIDGE_SHARES) -> CurveFit:
+    """The pooled moderated distributed lag on moderators q (N, Q), for the :class:`Design` of one basis size; the
+    ridge penalty the best on validation of ``shares``."""
     n_feat, size = d.U.shape[2:]
     Z = interactions(d.U, q)
     penalised = np.tile(np.arange(q.shape[1]) > 0, n_feat * size)  # the interactions, not the shared curve
-    betas = ridge_within(Z, d.y, d.train, penalised, RIDGE_SHARES)
+    betas = ridge_within(Z, d.y, d.train, penalised, shares)
     return best_on_validation(d, ((np.einsum("fjm,nm->nfj", beta.reshape(n_feat, size, -1), q), {"ridge": share})
-                                  for share, beta in zip(RIDGE_SHARES, betas, strict=True)))
+                                  for share, beta in zip(shares, betas, strict=True)))
 
 
 def stage_one(d: Design) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

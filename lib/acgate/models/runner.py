@@ -310,10 +310,8 @@ def _fit(panel: Panel, params: Params, method: str, seed: int, out: Path, log: C
     with _memory_explained(params, method, seed, panel):
         if method == "grouped_ardl":
             return _fit_ardl(panel, params, out)
-        if method in CLASSICAL_METHODS:
-            return _fit_curves(fit_classical(panel, params, method), out)
-        if method in CURVE_NETWORK_METHODS:
-            return _fit_curves(fit_neural_dl(panel, params, seed), out)
+        if method in CURVE_METHODS:
+            return _fit_curves(fit_lag_curves(panel, params, method, seed), out)
         return _fit_neural(panel, params, method, seed, out, log, bar)
 
 
@@ -340,6 +338,16 @@ def _fit_ardl(panel: Panel, params: Params, out: Path) -> _Trained:
     return _Trained(ardl.predictions(), ardl.lag_table(), pd.DataFrame(columns=HISTORY_COLUMNS),  # no iterations
                     ardl.seconds, "cpu", {"best_epoch": None, "epochs_run": None, "fit": "closed-form OLS per group",
                                           "groups": ardl.groups})
+
+
+CURVE_METHODS = CLASSICAL_METHODS + CURVE_NETWORK_METHODS  # fitted in closed form to lag curves per feature
+
+
+def fit_lag_curves(panel: Panel, params: Params, method: str, seed: int) -> ClassicalFit:
+    """A method of :data:`CURVE_METHODS` fitted on ``panel`` (the seed read by ``neural_dl`` only; ``shuffled_dl``
+    takes a panel whose proxies are already permuted)."""
+    return fit_neural_dl(panel, params, seed) if method in CURVE_NETWORK_METHODS else fit_classical(panel, params,
+                                                                                                    method)
 
 
 def _fit_curves(found: ClassicalFit, out: Path) -> _Trained:

@@ -36,15 +36,15 @@ import pandas as pd
 
 from acgate import processes
 from acgate.audit import panel_matched
-from acgate.config import CLASSICAL_METHODS, CURVE_NETWORK_METHODS, load_params
+from acgate.config import NEURAL_METHODS, load_params
 from acgate.data import dgp
 from acgate.data.panel import Panel
 from acgate.data.prep import prepared_panel
 from acgate.layout import project_root
-from acgate.models.classical import feature_lags, fit_classical, lag_profile
+from acgate.models import runner
+from acgate.models.classical import feature_lags, lag_profile
 from acgate.models.lags import effective_lag
-from acgate.models.neural_dl import fit_neural_dl
-from acgate.models.runner import lag_table
+from acgate.models.runner import CURVE_METHODS
 from acgate.models.train import fit
 from acgate.runs import machine, manifest, write_csv, write_json
 from acgate.statistics import spearman
@@ -53,13 +53,18 @@ METHODS = ("moderated_dl", "neural_dl", "acgate")
 SCENARIOS = ("one_curve", "proxy_lags_one", "proxy_lags_two")
 
 
+# the methods it fits: every method with a k* but Grouped ARDL (no lag table of one curve per entity) and the shuffled
+# twins (the runner permutes their proxies, this tool does not)
+FITTED = tuple(m for m in (*NEURAL_METHODS, *CURVE_METHODS) if m not in runner.SHUFFLED_METHODS)
+
+
 def method_lags(panel: Panel, params, method: str) -> tuple[np.ndarray, np.ndarray | None]:
-    """k* (N,) of ``method`` fitted on ``panel`` (seed 0), and its k* per feature (N, F) where it has curves."""
-    if method in CLASSICAL_METHODS or method in CURVE_NETWORK_METHODS:
-        found = fit_neural_dl(panel, params, 0) if method in CURVE_NETWORK_METHODS else fit_classical(panel, params,
-                                                                                                      method)
+    """k* (N,) of ``method`` (one of :data:`FITTED`) fitted on ``panel`` (seed 0), and its k* per feature (N, F)
+    where it has curves."""
+    if method in CURVE_METHODS:
+        found = runner.fit_lag_curves(panel, params, method, 0)
         return found.lag_table().kstar.to_numpy(), feature_lags(found.curves)
-    return lag_table(fit(panel, params, method, 0, log=lambda _: None), panel).kstar.to_numpy(), None
+    return runner.lag_table(fit(panel, params, method, 0, log=lambda _: None), panel).kstar.to_numpy(), None
 
 
 def recovery(kstar: np.ndarray, truth: np.ndarray) -> dict:
@@ -80,7 +85,7 @@ def surrogate_rows(source: panel_matched.Source | None, params, methods: tuple[s
         truth = panel.truth["dgp_mean_lag"]
         feature_truth = np.repeat(truth[:, None], panel.X.shape[2], axis=1)  # the DGP moves every feature's lags
         direction = None
-    else:
+    else:  # the surrogates' lags move along the proxies' direction: a k* may rank that direction without lags
         panel = panel_matched.draw(source, name, panel_matched.surrogate_seed(name, replicate), shifted)
         curves = panel_matched.surrogate_curves(source, name, shifted)
         truth, feature_truth = effective_lag(lag_profile(curves)), feature_lags(curves)
@@ -101,12 +106,14 @@ def surrogate_rows(source: panel_matched.Source | None, params, methods: tuple[s
 
 
 def summary(table: pd.DataFrame) -> pd.DataFrame:
-    """Per scenario and method: the median Spearman, the mean |Spearman| with the proxies' direction (its sign is the
-    fit's, not the lags') and the means of the rest over the surrogates."""
+    """Per scenario and method: the means over the surrogates, the median Spearman, the sd of both Spearman
+    correlations (with the truth, with the proxies' direction) and the mean absolute Spearman with the direction."""
     measures = [c for c in table.columns if c not in ("scenario", "replicate", "method")]
     grouped = table.groupby(["scenario", "method"], sort=False)
     found = grouped[measures].mean().add_prefix("mean_")
+    found.insert(0, "sd_direction_spearman", grouped["direction_spearman"].std())
     found.insert(0, "mean_abs_direction_spearman", grouped["direction_spearman"].apply(lambda v: v.abs().mean()))
+    found.insert(0, "sd_spearman", grouped["spearman"].std())
     found.insert(0, "median_spearman", grouped["spearman"].median())
     found.insert(0, "panels", grouped.size())
     return found.round(3).reset_index()
@@ -119,7 +126,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--replicates", type=int, default=20, help="surrogates of each scenario")
     parser.add_argument("--scenarios", nargs="+", default=list(SCENARIOS),
                         help="scenarios of acgate.audit.panel_matched.SCENARIOS (a synthetic domain: its own DGP's)")
-    parser.add_argument("--methods", nargs="+", default=list(METHODS), help="methods fitted on each surrogate")
+    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=FITTED, metavar="METHOD",
+                        help=f"methods fitted on each panel, of: {', '.join(FITTED)}")
     parser.add_argument("--shifted", type=int, nargs="*", default=None,
                         help="indices of the features whose lags the scenarios move (none given: all)")
     parser.add_argument("--data-dir", default="data", help="the prepared panel is read from <data-dir>/processed/")
@@ -129,9 +137,12 @@ def main(argv: list[str] | None = None) -> None:
     root = project_root()
     params = load_params(root / "params" / f"{args.domain}.yaml")
     shifted = None if args.shifted is None else tuple(args.shifted)
+    if shifted == ():
+        parser.error("--shifted: name the features whose lags move (indices from 0), or leave the option out")
     if params.kind == "synthetic":
         if shifted is not None:
             parser.error("--shifted: a synthetic domain's DGP moves every feature's lags; name a data domain")
+        args.scenarios = [params.synthetic.scenario]  # its DGP's, whatever was asked; so the record says
         source, plan = None, [(params.synthetic.scenario, r) for r in range(args.replicates)]
     else:
         source = panel_matched.fit_source(prepared_panel(params, root / args.data_dir), params)

@@ -52,7 +52,8 @@ def scale_params(entities: int, steps: int, epochs: int = 1, block: int | str = 
 
 def measure(entities: int, steps: int, method: str, epochs: int, block: int | str) -> dict:
     """In this process: draw the panel, then time ``method`` on it (see the module's text)."""
-    from acgate.models.classical import fit_classical
+    from acgate.models.baselines import GroupedARDL
+    from acgate.models.runner import fit_lag_curves
     from acgate.models.train import fit
 
     params = scale_params(entities, steps, epochs + 1, block)
@@ -62,7 +63,10 @@ def measure(entities: int, steps: int, method: str, epochs: int, block: int | st
     out: dict = {"entities": entities, "steps": steps, "method": method, "block_setting": block}
     if method in CLOSED_FORM_METHODS:
         start = time.perf_counter()
-        fit_classical(panel, params, method)
+        if method == "grouped_ardl":
+            GroupedARDL.fit(panel, params)
+        else:
+            fit_lag_curves(panel, params, method, 0)
         out["fit_seconds"] = time.perf_counter() - start
     else:
         stamps: list[float] = []
