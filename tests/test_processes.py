@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import nbformat
@@ -71,3 +72,14 @@ def test_an_error_in_a_worker_is_raised_in_the_caller_with_its_traceback():
     with pytest.raises(ValueError, match="item 1 is bad") as raised:
         list(processes.results(fail, [1], jobs=1, heartbeat=5.0))
     assert any("in a worker process" in note and "fail" in note for note in raised.value.__notes__)
+
+
+def slower_first(x: int) -> int:
+    time.sleep(0.3 if x == 0 else 0.0)  # the first item finishes last
+    return x * x
+
+
+def test_in_order_gives_the_items_results_in_their_order_and_says_how_far(capsys):
+    assert processes.in_order(slower_first, [0, 1, 2, 3], jobs=2, label="toy", every=2) == [0, 1, 4, 9]
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(" (")[0] for line in lines] == ["toy: 2/4", "toy: 4/4"]

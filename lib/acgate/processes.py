@@ -90,6 +90,20 @@ def results(work: Callable[[Any], Any], items: list, jobs: int, heartbeat: float
             host.stdin.close()
 
 
+def in_order(work: Callable[[Any], Any], items: list, jobs: int, label: str, every: int = 20) -> list:
+    """The results of ``work(item)`` for every item of ``items`` (:func:`results`), in the items' order; a line
+    ``<label>: <done>/<all> (<minutes> min)`` goes to standard output every ``every`` results, at the last, and after
+    each minute without one."""
+    found: list = [None] * len(items)
+    done, start = 0, time.perf_counter()
+    for event in results(work, items, jobs, 60.0):
+        if event is not None:
+            found[event[0]], done = event[1], done + 1
+        if event is None or done % every == 0 or done == len(items):
+            print(f"{label}: {done}/{len(items)} ({(time.perf_counter() - start) / 60:.1f} min)", flush=True)
+    return found
+
+
 def _start_worker(host: int) -> None:
     """Initializer of every worker: it ends within :data:`ORPHAN_POLL` seconds of ``host``'s end (watched from
     before PyTorch is imported, which takes seconds), ignores a terminal's SIGINT (the caller decides), and runs one

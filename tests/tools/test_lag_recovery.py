@@ -7,33 +7,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-import yaml
 from scipy import stats
 
 from acgate.audit import panel_matched
-from acgate.config import load_params
-from acgate.data import prep
-from acgate.data.example import write_example
-from acgate.data.panel import Panel
-from acgate.layout import panel_dir
 from acgate.models.classical import feature_lags
 from acgate.tools import lag_recovery
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def example(tmp_path_factory):
-    """The example panel under the smoke profile, prepared in a temporary folder, and its surrogates' source."""
-    tmp = tmp_path_factory.mktemp("lag_recovery")
-    spec = yaml.safe_load((ROOT / "params" / "example_panel.yaml").read_text())
-    spec["data"]["csv_file"] = str(write_example(tmp / "example_panel.csv"))
-    (tmp / "example_panel.yaml").write_text(yaml.safe_dump(spec))
-    params = load_params(tmp / "example_panel.yaml", ROOT / "params" / "smoke_panel.yaml")
-    long, source = prep.load_long(params, ROOT)
-    prep.save(prep.prepare(long, params, source), panel_dir(tmp / "data", params.domain), {"note": "test"})
-    panel = Panel.load(panel_dir(tmp / "data", params.domain))
-    return params, panel_matched.fit_source(panel, params)
 
 
 def test_recovery_is_scipys_spearman_and_the_mean_errors():
@@ -49,7 +29,7 @@ def test_recovery_is_scipys_spearman_and_the_mean_errors():
 def test_only_the_shifted_features_curves_move(example):
     """A two-feature source: with shifted=(0,) the first feature's curves are the scenario's, the second keeps the
     pooled curve for every entity; without shifted both move, exactly as draw moves them."""
-    _, source = example
+    _, _, source = example
     two = dataclasses.replace(source, curve=np.vstack([source.curve, -0.5 * source.curve[::-1]]))
     both = panel_matched.surrogate_curves(two, "proxy_lags_two")
     first = panel_matched.surrogate_curves(two, "proxy_lags_two", shifted=(0,))
@@ -61,7 +41,7 @@ def test_only_the_shifted_features_curves_move(example):
 
 def test_draw_moves_the_named_features_as_it_moves_all(example):
     """Naming every feature moves what leaving ``shifted`` out moves: the same target, to float rounding."""
-    _, source = example
+    _, _, source = example
     every = tuple(range(source.curve.shape[0]))
     alone, named = (panel_matched.draw(source, "proxy_lags_two", 5, shifted) for shifted in (None, every))
     assert np.allclose(alone.Y, named.Y, rtol=1e-6, equal_nan=True)
@@ -85,7 +65,7 @@ def test_the_summary_is_per_scenario_and_method():
 def test_a_surrogates_rows(example):
     """One row per method; where the lags do not differ no Spearman and a truth of sd 0; where they differ by two
     lags along the proxies the distributed lags rank them, as they rank the proxies' direction."""
-    params, source = example
+    params, _, source = example
     flat = lag_recovery.surrogate_rows(source, params, ("moderated_dl", "neural_dl"), None, ("one_curve", 0))
     spread = lag_recovery.surrogate_rows(source, params, ("moderated_dl", "neural_dl"), None, ("proxy_lags_two", 0))
     assert [r["method"] for r in flat] == ["moderated_dl", "neural_dl"]

@@ -5,32 +5,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-import yaml
 from scipy import stats
 
 from acgate.audit import panel_matched
-from acgate.config import load_params
-from acgate.data import prep
-from acgate.data.example import write_example
-from acgate.data.panel import Panel
-from acgate.layout import audit_dir, panel_dir
+from acgate.layout import audit_dir
 from acgate.tools import yardstick
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def example(tmp_path_factory):
-    """The example panel under the smoke profile, prepared in a temporary folder, and its surrogates' source."""
-    tmp = tmp_path_factory.mktemp("yardstick")
-    spec = yaml.safe_load((ROOT / "params" / "example_panel.yaml").read_text())
-    spec["data"]["csv_file"] = str(write_example(tmp / "example_panel.csv"))
-    (tmp / "example_panel.yaml").write_text(yaml.safe_dump(spec))
-    params = load_params(tmp / "example_panel.yaml", ROOT / "params" / "smoke_panel.yaml")
-    long, source = prep.load_long(params, ROOT)
-    prep.save(prep.prepare(long, params, source), panel_dir(tmp / "data", params.domain), {"note": "test"})
-    panel = Panel.load(panel_dir(tmp / "data", params.domain))
-    return params, tmp, panel_matched.fit_source(panel, params)
 
 
 def test_its_lag_tests_are_the_audits_of_the_same_surrogate(example):

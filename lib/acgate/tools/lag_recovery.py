@@ -153,15 +153,8 @@ def main(argv: list[str] | None = None) -> None:
         plan = [(name, r) for name in source.scenarios(args.scenarios) for r in range(args.replicates)]
     record = {**manifest(params.to_dict(), seed=0, device="cpu"), "settings": vars(args), "machine": machine()}
     start = time.perf_counter()
-    rows: list[list[dict]] = [[] for _ in plan]
-    done = 0
     work = functools.partial(surrogate_rows, source, params, tuple(args.methods), shifted)
-    for event in processes.results(work, plan, args.jobs, 60.0):
-        if event is not None:
-            rows[event[0]], done = event[1], done + 1
-        if event is None or done % 10 == 0 or done == len(plan):
-            print(f"{args.domain}: {done}/{len(plan)} panels ({(time.perf_counter() - start) / 60:.1f} min)",
-                  flush=True)
+    rows = processes.in_order(work, plan, args.jobs, f"{args.domain} panels", every=10)
     table = pd.DataFrame([row for group in rows for row in group])
     out, stem = Path(args.out), f"{args.domain}_lag_recovery" + ("" if shifted is None else "_shifted")
     write_csv(out / f"{stem}.csv", table, index=False)

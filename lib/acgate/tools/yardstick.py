@@ -133,14 +133,8 @@ def main(argv: list[str] | None = None) -> None:
         for r in range(count[panel_matched.SCENARIOS[name].control])]
     record = {**manifest(params.to_dict(), seed=-1, device="cpu"), "settings": vars(args), "machine": machine()}
     start = time.perf_counter()
-    rows: list[dict] = [{} for _ in plan]
-    done = 0
-    for event in processes.results(functools.partial(_row, source, params.audit), plan, args.jobs, 60.0):
-        if event is not None:
-            rows[event[0]], done = event[1], done + 1
-        if event is None or done % 20 == 0 or done == len(plan):
-            print(f"{args.domain}: {done}/{len(plan)} surrogates ({(time.perf_counter() - start) / 60:.1f} min)",
-                  flush=True)
+    rows = processes.in_order(functools.partial(_row, source, params.audit), plan, args.jobs,
+                              f"{args.domain} surrogates")
     table = pd.DataFrame(rows)
     out = Path(args.out)
     write_csv(out / f"{args.domain}_yardstick.csv", table, index=False)
