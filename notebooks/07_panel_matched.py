@@ -47,7 +47,7 @@ runs_dir: str = ""  # the study goes to <runs_dir>/<domain>/panel_matched/; empt
 data_dir: str = ""  # the panel is read from <data_dir>/processed/<domain>/; empty: data, or <runs_dir>/data
 tables_dir: str = ""  # <domain>_panel_matched.{csv,md,tex,json} go here; empty: tables, or <runs_dir>/tables
 figures_dir: str = ""  # <domain>_panel_matched.{png,pdf} go here; empty: figures, or <runs_dir>/figures
-scenarios: list = []  # scenarios to run; empty means every one the panel allows (acgate.audit.panel_matched.SCENARIOS)
+scenarios: list = []  # scenarios to run; empty means every one the panel allows (acgate.audit.surrogates.SCENARIOS)
 replicates: int = 15  # surrogate audits of each scenario (the classical family in every one)
 neural_replicates: int = 0  # of those, how many also train the AC-GATE family (the first of each scenario)
 null_replicates: int = 36  # surrogate audits of each null scenario (36 bound its rate below 10 %); 0: replicates
@@ -57,7 +57,7 @@ jobs: int = 0  # replicates run at once, each in its own single-thread process; 
 import pandas as pd
 from IPython.display import display
 
-from acgate.audit import calibration, panel_matched
+from acgate.audit import calibration, panel_matched, surrogates
 from acgate.data.prep import prepared_panel
 from acgate.layout import grid_folders, panel_matched_dir
 from acgate.notebook.resolve import resolve
@@ -72,7 +72,7 @@ panel_matched.check_size(replicates, neural_replicates, seeds or params.n_seeds,
                          names={"neural": "neural_replicates"}, zero={"seeds": "0: the domain's n_seeds"})
 panel = prepared_panel(params, root / folders["data_dir"])
 out = panel_matched_dir(root / folders["runs_dir"], params.domain)
-source = panel_matched.fit_source(panel, params)
+source = surrogates.fit_source(panel, params)
 names = source.scenarios(scenarios)
 
 # %% [markdown]
@@ -86,7 +86,7 @@ names = source.scenarios(scenarios)
 # %%
 for key, value in source.about.items():
     print(f"{key}: {value}")
-pd.Series({name: panel_matched.SCENARIOS[name].description for name in names}, name="surrogate").to_frame()
+pd.Series({name: surrogates.SCENARIOS[name].description for name in names}, name="surrogate").to_frame()
 
 # %% [markdown]
 # ## The replicates

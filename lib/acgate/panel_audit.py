@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 import yaml
 
-from acgate.audit import panel_matched
+from acgate.audit import panel_matched, surrogates
 from acgate.audit.domain_audit import AUDIT_TABLES, AuditResult, audit_domain
 from acgate.audit.verdicts import LAYERS
 from acgate.config import Params, params_from_dict
@@ -312,7 +312,7 @@ def _study(panel: Panel, params: Params, out: Path, wanted: dict, jobs: int, log
     record = out / panel_matched.RECORD
     found = panel_matched.read_rates(record, panel, params)
     if found["note"] or found["stale"] or found["settings"] != wanted:
-        source = panel_matched.fit_source(panel, params)
+        source = surrogates.fit_source(panel, params)
         study = panel_matched.run_study(source, params, out, replicates=wanted["replicates"],
                                         neural=wanted["neural_replicates"], seeds=wanted["seeds"], jobs=jobs,
                                         null_replicates=wanted.get("null_replicates", 0), keep=record, log=log)
@@ -373,7 +373,7 @@ def _check_room(runs: Path, params: Params, shape: tuple[int, int], replicates: 
                 null_replicates: int) -> None:
     """Stop where the disk under ``runs`` cannot hold the runs of the largest study of this size (every scenario;
     ``shape`` the panel's entities and steps): :func:`acgate.audit.panel_matched.check_room`."""
-    order = panel_matched.plan(list(panel_matched.SCENARIOS), replicates, neural, null_replicates)
+    order = panel_matched.plan(list(surrogates.SCENARIOS), replicates, neural, null_replicates)
     counts = {with_neural: len(panel_matched.methods(params, with_neural)) for with_neural in (False, True)}
     panel_matched.check_room(runs, panel_matched.study_bytes(order, neural, counts, seeds, *shape),
                              "study_replicates, study_neural_replicates, study_null_replicates")

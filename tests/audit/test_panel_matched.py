@@ -16,7 +16,7 @@ import yaml
 from scipy import stats
 
 from acgate import runs, statistics
-from acgate.audit import calibration, gls, noise, panel_matched, verdicts
+from acgate.audit import calibration, gls, noise, panel_matched, surrogates, verdicts
 from acgate.config import load_params
 from acgate.data import prep
 from acgate.data.example import write_example
@@ -51,7 +51,7 @@ def example(tmp_path_factory):
 @pytest.fixture(scope="module")
 def source(example):
     params, _, panel = example
-    return panel_matched.fit_source(panel, params)
+    return surrogates.fit_source(panel, params)
 
 
 def own_curves(panel: Panel, max_lag: int, units: Panel) -> np.ndarray:
@@ -74,7 +74,7 @@ def own_curves(panel: Panel, max_lag: int, units: Panel) -> np.ndarray:
 def test_a_surrogate_keeps_the_panel_and_replaces_only_its_target(example, source):
     _, _, panel = example
     for name in source.scenarios():
-        surrogate = panel_matched.draw(source, name, seed=3)
+        surrogate = surrogates.draw(source, name, seed=3)
         for field in ("entities", "times", "X", "P", "S"):
             np.testing.assert_array_equal(getattr(surrogate, field), getattr(panel, field), err_msg=field)
         assert (surrogate.feature_names, surrogate.proxy_names, surrogate.static_names) == (
@@ -84,7 +84,7 @@ def test_a_surrogate_keeps_the_panel_and_replaces_only_its_target(example, sourc
         np.testing.assert_array_equal(np.isnan(surrogate.Y), np.isnan(panel.Y))  # the same targets are missing
         assert not np.allclose(surrogate.Y[np.isfinite(panel.Y)], panel.Y[np.isfinite(panel.Y)])
         assert surrogate.meta["surrogate"] == name
-    assert np.array_equal(panel_matched.draw(source, "one_curve", 3).Y, panel_matched.draw(source, "one_curve", 3).Y,
+    assert np.array_equal(surrogates.draw(source, "one_curve", 3).Y, surrogates.draw(source, "one_curve", 3).Y,
                           equal_nan=True)
 
 
@@ -92,11 +92,11 @@ def test_a_null_surrogate_has_one_lag_curve_for_every_entity(example, source):
     params, _, _ = example
     K = params.model.max_lag
     noiseless = dataclasses.replace(source, sigma=np.zeros_like(source.sigma))
-    one = own_curves(panel_matched.draw(noiseless, "one_curve", 0), K, source.panel)
+    one = own_curves(surrogates.draw(noiseless, "one_curve", 0), K, source.panel)
     np.testing.assert_allclose(one, np.broadcast_to(source.curve, one.shape), atol=1e-6)
-    assert np.ptp(panel_matched.draw(source, "one_curve", 0).truth["kstar_true"]) == 0
+    assert np.ptp(surrogates.draw(source, "one_curve", 0).truth["kstar_true"]) == 0
     # effect_size: the same shape for all, its size set by the proxies' direction (0.25 to 1.75 times)
-    sized = own_curves(panel_matched.draw(noiseless, "effect_size", 0), K, source.panel)
+    sized = own_curves(surrogates.draw(noiseless, "effect_size", 0), K, source.panel)
     ratio = sized / source.curve
     np.testing.assert_allclose(ratio, ratio[:, :, :1] * np.ones_like(ratio), atol=1e-5)
     assert 0.25 < ratio.min() and ratio.max() < 1.75
@@ -108,8 +108,8 @@ def test_a_positive_surrogate_has_the_lags_it_claims(example, source):
     K = params.model.max_lag
     noiseless = dataclasses.replace(source, sigma=np.zeros_like(source.sigma))
     for name, score in (("proxy_lags_one", source.proxy_score), ("stratifier_lags_one", source.stratifier_score)):
-        drawn = panel_matched.draw(noiseless, name, 0)
-        claimed = panel_matched._shifted(source.curve, source.shifts[name])
+        drawn = surrogates.draw(noiseless, name, 0)
+        claimed = surrogates._shifted(source.curve, source.shifts[name])
         np.testing.assert_allclose(own_curves(drawn, K, source.panel), claimed, atol=1e-6)
         kstar = drawn.truth["kstar_true"]
         assert np.std(kstar) == pytest.approx(1.0, abs=0.05) == source.about["true_kstar_sd"][name]
@@ -122,7 +122,7 @@ def test_a_positive_surrogate_has_the_lags_it_claims(example, source):
 
 def test_the_source_is_recovered_from_its_own_surrogate(example, source):
     params, _, _ = example
-    refits = [panel_matched.fit_source(panel_matched.draw(source, "one_curve", seed), params) for seed in range(8)]
+    refits = [surrogates.fit_source(surrogates.draw(source, "one_curve", seed), params) for seed in range(8)]
     # the persistence of the noise, corrected for the bias of centring short series (uncorrected: 0.08 lower)
     assert np.mean([again.rho for again in refits]) == pytest.approx(source.rho, abs=0.05)
     for again in refits:
@@ -137,7 +137,7 @@ def test_the_surrogates_noise_is_the_panels_noise_where_the_lags_differ():
     each entity's own level and tilt of its curves take up most of the lag differences (a pooled fit alone: 0.42)."""
     params = load_params(ROOT / "params" / "audit_calibration.yaml")
     panel = calibration.draw_panel("random_lags", params, 4)
-    found = panel_matched.fit_source(panel, params)
+    found = surrogates.fit_source(panel, params)
     dgp = params.synthetic
     noise = np.hypot(dgp.noise_sd, dgp.contemporaneous_coef * dgp.innovation_coef)
     assert abs(found.rho) < 0.25
@@ -151,12 +151,12 @@ def test_the_noise_model_recovers_the_persistence_of_a_panel_with_heterogeneous_
     regressors on a few steps) read a 0.8 panel of economics as 0.95, the clip, and misread every rho here."""
     params, _, _ = example
     truth = dataclasses.replace(source, rho=rho)
-    found = [panel_matched.fit_source(panel_matched.draw(truth, "proxy_lags_two", seed), params).rho
+    found = [surrogates.fit_source(surrogates.draw(truth, "proxy_lags_two", seed), params).rho
              for seed in range(12)]
     assert np.mean(found) == pytest.approx(rho, abs=0.05), found
 
 
-def common_shock_panel(source: panel_matched.Source) -> Panel:
+def common_shock_panel(source: surrogates.Source) -> Panel:
     """A surrogate of the example panel with AR(1) 0.6 noise and a persistent common shock (loadings 0.5-1.5, the
     shock's sd about the idiosyncratic noise's), to be audited as a panel."""
     rng = np.random.default_rng(12)
@@ -166,7 +166,7 @@ def common_shock_panel(source: panel_matched.Source) -> Panel:
         shock[t] = 0.7 * shock[t - 1] + rng.normal()
     scale = float(np.median(source.sigma)) / np.sqrt(1 - 0.6**2) / np.std(shock)
     common = rng.uniform(0.5, 1.5, n)[:, None] * scale * shock[None, :]
-    return panel_matched.draw(dataclasses.replace(source, rho=0.6, common=common), "one_curve", 0)
+    return surrogates.draw(dataclasses.replace(source, rho=0.6, common=common), "one_curve", 0)
 
 
 def test_surrogates_share_the_panels_common_shocks(example, source):
@@ -175,9 +175,9 @@ def test_surrogates_share_the_panels_common_shocks(example, source):
     surrogates had independent noise for every entity (CD about 0)."""
     params, _, _ = example
     panel = common_shock_panel(source)
-    made = panel_matched.fit_source(panel, params)
+    made = surrogates.fit_source(panel, params)
     assert made.about["residual_cd"] > 10 and made.about["common_factors"] == 1
-    refits = [panel_matched.fit_source(panel_matched.draw(made, "one_curve", seed), params) for seed in range(8)]
+    refits = [surrogates.fit_source(surrogates.draw(made, "one_curve", seed), params) for seed in range(8)]
     cds = [again.about["residual_cd"] for again in refits]
     shares = [again.about["factor_share"] for again in refits]
     assert np.mean(cds) == pytest.approx(made.about["residual_cd"], rel=0.3), cds
@@ -188,8 +188,8 @@ def test_surrogates_share_the_panels_common_shocks(example, source):
 def test_the_common_shock_null_follows_the_proxies(example, source):
     """``common_shock``: the one-curve surrogate of the same seed plus one persistent shock for every entity, each
     entity's loading set by the proxies' direction (the entity with the highest score the most exposed)."""
-    shocked = panel_matched.draw(source, "common_shock", 3).Y.astype(float)
-    plain = panel_matched.draw(source, "one_curve", 3).Y.astype(float)
+    shocked = surrogates.draw(source, "common_shock", 3).Y.astype(float)
+    plain = surrogates.draw(source, "one_curve", 3).Y.astype(float)
     difference = shocked - plain
     step = np.nanargmax(np.nanmean(np.abs(difference), axis=0))
     seen = np.isfinite(difference[:, step])
@@ -230,7 +230,7 @@ def records_of(verdicts: dict) -> pd.DataFrame:
     for name, supported in verdicts.items():
         for r, flag in enumerate(supported):
             verdict = "supported" if flag else "not certified"
-            scenario = panel_matched.SCENARIOS[name]
+            scenario = surrogates.SCENARIOS[name]
             records.append({"scenario": name, "control": scenario.control, "lags_differ_truth": scenario.lags_differ,
                             "replicate": r, "reference": "moderated_dl",
                             **{f"{rule}_{layer}": verdict for rule in ("paper", "calibrated", "calibrated_sd0")
@@ -576,8 +576,8 @@ def test_surrogates_of_a_real_panel_read_its_persistence(real_panels, domain, wi
     with rho 0.8 and a 2-lag spread along the proxies, used as panels, now read 0.8 within 0.05 on economics; on
     energy, 18 target steps an entity, about 0.09 too high (its estimates often reach the bound, 0.99)."""
     params, panel = real_panels[domain]
-    truth = dataclasses.replace(panel_matched.fit_source(panel, params), rho=0.8)
-    found = [panel_matched.fit_source(panel_matched.draw(truth, "proxy_lags_two", seed), params).rho
+    truth = dataclasses.replace(surrogates.fit_source(panel, params), rho=0.8)
+    found = [surrogates.fit_source(surrogates.draw(truth, "proxy_lags_two", seed), params).rho
              for seed in range(10)]
     assert np.mean(found) == pytest.approx(0.8, abs=within), found
 
@@ -586,7 +586,7 @@ def test_the_real_panels_share_common_shocks(real_panels):
     """Countries share recessions and oil shocks: the residuals' Pesaran CD is large on both panels, and the common
     factor (the cross-sectional mean of each year) takes it to about zero."""
     for domain, (params, panel) in real_panels.items():
-        about = panel_matched.fit_source(panel, params).about
+        about = surrogates.fit_source(panel, params).about
         assert about["common_factors"] == 1 and about["residual_cd"] > 5, (domain, about)
         assert abs(about["idiosyncratic_cd"]) < 4, (domain, about)
 

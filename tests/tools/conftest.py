@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from acgate.audit import panel_matched
+from acgate.audit import surrogates
 from acgate.config import load_params
 from acgate.data import prep
 from acgate.data.example import write_example
@@ -26,4 +26,4 @@ def example(tmp_path_factory):
     long, source = prep.load_long(params, ROOT)
     prep.save(prep.prepare(long, params, source), panel_dir(tmp / "data", params.domain), {"note": "test"})
     panel = Panel.load(panel_dir(tmp / "data", params.domain))
-    return params, tmp, panel_matched.fit_source(panel, params)
+    return params, tmp, surrogates.fit_source(panel, params)

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from acgate.audit import panel_matched
+from acgate.audit import surrogates
 from acgate.models.classical import feature_lags
 from acgate.tools import lag_recovery
 
@@ -31,8 +31,8 @@ def test_only_the_shifted_features_curves_move(example):
     pooled curve for every entity; without shifted both move, exactly as draw moves them."""
     _, _, source = example
     two = dataclasses.replace(source, curve=np.vstack([source.curve, -0.5 * source.curve[::-1]]))
-    both = panel_matched.surrogate_curves(two, "proxy_lags_two")
-    first = panel_matched.surrogate_curves(two, "proxy_lags_two", shifted=(0,))
+    both = surrogates.surrogate_curves(two, "proxy_lags_two")
+    first = surrogates.surrogate_curves(two, "proxy_lags_two", shifted=(0,))
     assert np.array_equal(first[:, 0], both[:, 0]) and not np.allclose(both[:, 1], two.curve[1])
     assert np.array_equal(first[:, 1], np.broadcast_to(two.curve[1], first[:, 1].shape))
     lags = feature_lags(first)
@@ -43,7 +43,7 @@ def test_draw_moves_the_named_features_as_it_moves_all(example):
     """Naming every feature moves what leaving ``shifted`` out moves: the same target, to float rounding."""
     _, _, source = example
     every = tuple(range(source.curve.shape[0]))
-    alone, named = (panel_matched.draw(source, "proxy_lags_two", 5, shifted) for shifted in (None, every))
+    alone, named = (surrogates.draw(source, "proxy_lags_two", 5, shifted) for shifted in (None, every))
     assert np.allclose(alone.Y, named.Y, rtol=1e-6, equal_nan=True)
     assert named.meta["shifted_features"] == list(every) and "shifted_features" not in alone.meta
 

@@ -305,7 +305,7 @@ def panel_matched_replicate(repeats: int) -> dict:
     """In this process: the example panel generated and prepared under ``runs/bench/data``, one untimed warm-up
     replicate of its panel-matched study, then ``repeats`` timed replicates with the classical family alone and
     ``repeats`` with the AC-GATE family too; the median and range of their seconds."""
-    from acgate.audit import panel_matched
+    from acgate.audit import panel_matched, surrogates
     from acgate.data import prep, sources
     from acgate.data.example import write_example
 
@@ -316,7 +316,7 @@ def panel_matched_replicate(repeats: int) -> dict:
     params = replace(params, data=replace(params.data, csv_file=str(csv)))
     long, csv_source = prep.load_long(params, root)
     panel = prep.prepare(long, params, csv_source).panel
-    source = panel_matched.fit_source(panel, params)
+    source = surrogates.fit_source(panel, params)
     seeds, timings = 5, {}
     for kind, neural in (("classical", 0), ("with_acgate", 1)):
         seconds = []
@@ -530,7 +530,7 @@ def _panel_matched(args: argparse.Namespace) -> dict:
     config/config.yaml) by that count."""
     import yaml
 
-    from acgate.audit.panel_matched import SCENARIOS
+    from acgate.audit.surrogates import SCENARIOS
 
     found = _result(_fresh_process("--one-matched", str(args.repeats)))
     config = yaml.safe_load((project_root() / "config" / "config.yaml").read_text())

@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from acgate import processes
-from acgate.audit import panel_matched
+from acgate.audit import panel_matched, surrogates
 from acgate.config import NEURAL_METHODS, load_params
 from acgate.data import dgp
 from acgate.data.panel import Panel
@@ -74,7 +74,7 @@ def recovery(kstar: np.ndarray, truth: np.ndarray) -> dict:
             "bias": float(kstar.mean() - truth.mean()), "kstar_sd": float(kstar.std()), "truth_sd": float(truth.std())}
 
 
-def surrogate_rows(source: panel_matched.Source | None, params, methods: tuple[str, ...],
+def surrogate_rows(source: surrogates.Source | None, params, methods: tuple[str, ...],
                    shifted: tuple[int, ...] | None, item: tuple[str, int]) -> list[dict]:
     """One row per method of the panel ``item`` (scenario, replicate): a surrogate of ``source``'s panel, or with no
     source a panel of the domain's synthetic DGP (seed: the replicate); its recovery of the pooled k* and, for the
@@ -86,8 +86,8 @@ def surrogate_rows(source: panel_matched.Source | None, params, methods: tuple[s
         feature_truth = np.repeat(truth[:, None], panel.X.shape[2], axis=1)  # the DGP moves every feature's lags
         direction = None
     else:  # the surrogates' lags move along the proxies' direction: a k* may rank that direction without lags
-        panel = panel_matched.draw(source, name, panel_matched.surrogate_seed(name, replicate), shifted)
-        curves = panel_matched.surrogate_curves(source, name, shifted)
+        panel = surrogates.draw(source, name, panel_matched.surrogate_seed(name, replicate), shifted)
+        curves = surrogates.surrogate_curves(source, name, shifted)
         truth, feature_truth = effective_lag(lag_profile(curves)), feature_lags(curves)
         direction = source.proxy_score
     rows = []
@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> None:
                         "surrogates are drawn, or a synthetic one (synthetic_interaction), whose DGP is")
     parser.add_argument("--replicates", type=int, default=20, help="surrogates of each scenario")
     parser.add_argument("--scenarios", nargs="+", default=list(SCENARIOS),
-                        help="scenarios of acgate.audit.panel_matched.SCENARIOS (a synthetic domain: its own DGP's)")
+                        help="scenarios of acgate.audit.surrogates.SCENARIOS (a synthetic domain: its own DGP's)")
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=FITTED, metavar="METHOD",
                         help=f"methods fitted on each panel, of: {', '.join(FITTED)}")
     parser.add_argument("--shifted", type=int, nargs="*", default=None,
@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None) -> None:
         args.scenarios = [params.synthetic.scenario]  # its DGP's, whatever was asked; so the record says
         source, plan = None, [(params.synthetic.scenario, r) for r in range(args.replicates)]
     else:
-        source = panel_matched.fit_source(prepared_panel(params, root / args.data_dir), params)
+        source = surrogates.fit_source(prepared_panel(params, root / args.data_dir), params)
         n_feat = source.curve.shape[0]
         if shifted is not None and not all(0 <= f < n_feat for f in shifted):
             parser.error(f"--shifted: feature indices run from 0 to {n_feat - 1} "

@@ -39,7 +39,7 @@ import pandas as pd
 from scipy import stats
 
 from acgate import processes
-from acgate.audit import domain_audit, gls, panel_matched
+from acgate.audit import domain_audit, gls, panel_matched, surrogates
 from acgate.config import load_params
 from acgate.data.prep import prepared_panel
 from acgate.layout import project_root
@@ -50,9 +50,9 @@ SCALED_NULLS = (NULL, "effect_size")  # ... and those whose surrogates set it ag
 POWER = ("proxy_lags_half", "proxy_lags_one", "proxy_lags_two")
 
 
-def surrogate_row(source: panel_matched.Source, name: str, replicate: int, cfg) -> dict:
+def surrogate_row(source: surrogates.Source, name: str, replicate: int, cfg) -> dict:
     """The lag tests of one surrogate, the calibrated L1 they give, and the yardstick's F and p."""
-    panel = panel_matched.draw(source, name, panel_matched.surrogate_seed(name, replicate))
+    panel = surrogates.draw(source, name, panel_matched.surrogate_seed(name, replicate))
     tested = domain_audit.tested_design(panel, source.max_lag, cfg.alpha)
     if tested is None:
         raise ValueError(f"surrogate {replicate} of {name}: no target step with a full lag window")
@@ -73,7 +73,7 @@ def surrogate_row(source: panel_matched.Source, name: str, replicate: int, cfg) 
                                                    scaled_df))}
 
 
-def _row(source: panel_matched.Source, cfg, item: tuple[str, int]) -> dict:
+def _row(source: surrogates.Source, cfg, item: tuple[str, int]) -> dict:
     return surrogate_row(source, *item, cfg)
 
 
@@ -119,18 +119,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--nulls", type=int, default=200, help="surrogates of each null scenario but one_curve")
     parser.add_argument("--critical", type=int, default=100, help="surrogates of one_curve (the critical value)")
     parser.add_argument("--scenarios", nargs="*", default=["effect_size", *POWER],
-                        help="scenarios besides one_curve (acgate.audit.panel_matched.SCENARIOS; none named: all)")
+                        help="scenarios besides one_curve (acgate.audit.surrogates.SCENARIOS; none named: all)")
     parser.add_argument("--data-dir", default="data", help="the prepared panel is read from <data-dir>/processed/")
     parser.add_argument("--out", default="runs/yardstick", help="folder of the two CSV files (from the current folder)")
     parser.add_argument("--jobs", type=int, default=1, help="surrogates tested at once, one process each")
     args = parser.parse_args(argv)
     root = project_root()
     params = load_params(root / "params" / f"{args.domain}.yaml")
-    source = panel_matched.fit_source(prepared_panel(params, root / args.data_dir), params)
+    source = surrogates.fit_source(prepared_panel(params, root / args.data_dir), params)
     count = {"negative": args.nulls, "positive": args.replicates}
     plan = [(NULL, r) for r in range(args.critical)] + [
         (name, r) for name in source.scenarios(args.scenarios) if name != NULL
-        for r in range(count[panel_matched.SCENARIOS[name].control])]
+        for r in range(count[surrogates.SCENARIOS[name].control])]
     record = {**manifest(params.to_dict(), seed=-1, device="cpu"), "settings": vars(args), "machine": machine()}
     start = time.perf_counter()
     rows = processes.in_order(functools.partial(_row, source, params.audit), plan, args.jobs,
