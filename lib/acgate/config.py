@@ -34,8 +34,9 @@ CLASSICAL_METHODS = ("moderated_dl", "shared_dl", "shuffled_dl", "proxy_scaled_d
 # the neural moderated distributed lag (acgate.models.neural_dl): the yardstick's signed curves per feature moderated
 # through a network of the proxies (its hidden layer drawn from the seed, its output layer fitted by ridge)
 CURVE_NETWORK_METHODS = ("neural_dl",)
-METHODS = NEURAL_METHODS + ("grouped_ardl",) + CLASSICAL_METHODS + CURVE_NETWORK_METHODS
-CLOSED_FORM_METHODS = ("grouped_ardl", *CLASSICAL_METHODS, *CURVE_NETWORK_METHODS)  # numpy fits: no epochs, the CPU
+CURVE_METHODS = CLASSICAL_METHODS + CURVE_NETWORK_METHODS  # fitted in closed form to lag curves per feature
+METHODS = NEURAL_METHODS + ("grouped_ardl",) + CURVE_METHODS
+CLOSED_FORM_METHODS = ("grouped_ardl", *CURVE_METHODS)  # numpy fits: no epochs, always on the CPU
 # closed-form fits that read no seed (shuffled_dl reads one: its permutation; neural_dl its hidden layer): on one
 # panel every seed's fit is the same
 SEEDLESS_METHODS = tuple(m for m in CLOSED_FORM_METHODS if m not in ("shuffled_dl", *CURVE_NETWORK_METHODS))
@@ -377,9 +378,9 @@ class Params:
         ``train.block_entities`` (an epoch is the same optimiser step whatever the block; each run records its
         block), nor ``train.stacked`` (each seed's optimiser steps are those of its lone run; each run records the
         stack), nor ``train.keep_freed_memory`` (where memory comes from changes no number). The model settings
-        added after the paper's runs (:data:`LATER_MODEL_SETTINGS`) count only where they differ from their
-        defaults: the paper's model hashes as it did before they existed, so its runs, studies and calibration stay
-        current."""
+        added after the paper's runs (:data:`LATER_MODEL_SETTINGS`) count only where they differ from the values
+        they were added with: the paper's model hashes as it did before they existed, so its runs, studies and
+        calibration stay current."""
         shaping = {k: v for k, v in self.to_dict().items()
                    if k not in ("audit", "n_seeds", "methods") and v is not None}
         unshaping = ("block_entities", "stacked", "keep_freed_memory")

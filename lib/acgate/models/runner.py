@@ -27,7 +27,7 @@ import torch
 from threadpoolctl import threadpool_limits
 
 from acgate.config import (
-    CLASSICAL_METHODS,
+    CURVE_METHODS,
     CURVE_NETWORK_METHODS,
     GATE_METHODS,
     NEURAL_METHODS,
@@ -340,14 +340,12 @@ def _fit_ardl(panel: Panel, params: Params, out: Path) -> _Trained:
                                           "groups": ardl.groups})
 
 
-CURVE_METHODS = CLASSICAL_METHODS + CURVE_NETWORK_METHODS  # fitted in closed form to lag curves per feature
-
-
 def fit_lag_curves(panel: Panel, params: Params, method: str, seed: int) -> ClassicalFit:
-    """A method of :data:`CURVE_METHODS` fitted on ``panel`` (the seed read by ``neural_dl`` only; ``shuffled_dl``
-    takes a panel whose proxies are already permuted)."""
-    return fit_neural_dl(panel, params, seed) if method in CURVE_NETWORK_METHODS else fit_classical(panel, params,
-                                                                                                    method)
+    """A method of :data:`acgate.config.CURVE_METHODS` fitted on ``panel`` (the seed read by ``neural_dl`` only;
+    ``shuffled_dl`` takes a panel whose proxies are already permuted)."""
+    if method in CURVE_NETWORK_METHODS:
+        return fit_neural_dl(panel, params, seed)
+    return fit_classical(panel, params, method)
 
 
 def _fit_curves(found: ClassicalFit, out: Path) -> _Trained:

@@ -36,7 +36,7 @@ import pandas as pd
 
 from acgate import processes
 from acgate.audit import panel_matched, surrogates
-from acgate.config import NEURAL_METHODS, load_params
+from acgate.config import CURVE_METHODS, NEURAL_METHODS, load_params
 from acgate.data import dgp
 from acgate.data.panel import Panel
 from acgate.data.prep import prepared_panel
@@ -44,15 +44,12 @@ from acgate.layout import project_root
 from acgate.models import runner
 from acgate.models.classical import feature_lags, lag_profile
 from acgate.models.lags import effective_lag
-from acgate.models.runner import CURVE_METHODS
 from acgate.models.train import fit
 from acgate.runs import machine, manifest, write_csv, write_json
 from acgate.statistics import spearman
 
 METHODS = ("moderated_dl", "neural_dl", "acgate")
 SCENARIOS = ("one_curve", "proxy_lags_one", "proxy_lags_two")
-
-
 # the methods it fits: every method with a k* but Grouped ARDL (no lag table of one curve per entity) and the shuffled
 # twins (the runner permutes their proxies, this tool does not)
 FITTED = tuple(m for m in (*NEURAL_METHODS, *CURVE_METHODS) if m not in runner.SHUFFLED_METHODS)
