@@ -147,6 +147,36 @@ def test_a_blind_ac_gate_not_certified_points_to_the_classical_reference():
     assert power_warning({"moderated_dl": rates(2, 37)["moderated_dl"]}, "acgate", "L1", "not certified") is None
 
 
+
+def test_lag_tests_whose_persistence_is_not_the_surrogates_are_warned_for(tiny_grid):
+    """The GLS tests' rho is read from each entity's own full curves, the surrogates' from the panel's noise model, and
+    the tests' p rest on the first (energy's lags-differ p 0.02 at rho 0.26, 0.66 at the noise model's 0.67): the page
+    warns beside the classical L1 and the lags-differ statement where they are more than 0.2 apart, and not where
+    they agree or no study gives the second."""
+    import dataclasses
+
+    from acgate.report.audit_page import build_page, persistence_warning
+    from acgate.report.page import render_markdown
+
+    result, params, runs, data, _, _ = tiny_grid
+
+    def at(rho, noise):
+        study = {**result.error_rates, "residual_ar1": noise}
+        return dataclasses.replace(result, lag_tests=result.lag_tests.assign(rho=rho), error_rates=study)
+
+    warning = persistence_warning(at(0.26, 0.674))
+    assert warning.startswith("the lag tests read the noise's persistence as AR(1) 0.26 where the panel's noise "
+                              "model reads 0.67") and "so they reject more readily" in warning
+    assert "reject less readily" in persistence_warning(at(0.99, 0.7))
+    assert persistence_warning(at(0.8, 0.92)) is None and persistence_warning(at(0.26, None)) is None
+    page = render_markdown(build_page(at(0.26, 0.674), params, runs, data))[0]
+    number = re.search(r"W(\d+)\*\* the lag tests read the noise's persistence", page).group(1)
+    classical = page[page.index("### L1", page.index("Verdicts for Moderated DL")):]
+    assert f"W{number}" in classical[:classical.index("### L2")]  # beside the classical L1
+    statement = page[page.index("Do the entities' lags differ at all?"):]
+    assert f"W{number}" in statement[:statement.index("AC-GATE against the classical yardstick")]
+    assert "the noise's persistence" not in render_markdown(build_page(at(0.8, 0.92), params, runs, data))[0]
+
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 MEASURE = """<script>
 var wide = [document.documentElement.scrollWidth + " of " + window.innerWidth];

@@ -489,7 +489,8 @@ def _current(record: dict) -> tuple[list[str], list[str]]:
 def read_rates(path: Path, panel: Panel, params: Params) -> dict:
     """The error rates of the study at ``path`` for the audit of ``panel`` under ``params``, with the study's
     settings: those of each reference measured under its current rules (:data:`acgate.audit.verdicts.
-    RULES_VERSIONS`), ``stale`` naming the others; ``{"note": why}`` alone when the study is missing, unreadable, or
+    RULES_VERSIONS`), ``stale`` naming the others, and ``residual_ar1``, the persistence of the surrogates' noise (the
+    panel's noise model, :func:`acgate.audit.noise.estimate`); ``{"note": why}`` alone when the study is missing, unreadable, or
     measured on another panel, other params, other surrogates or other rules of every reference (a stale study says
     nothing about this audit)."""
     path = Path(path)
@@ -504,7 +505,8 @@ def read_rates(path: Path, panel: Panel, params: Params) -> dict:
     return {"note": "", "settings": record["settings"],
             "error_rates": {r: {layer: worded(rate) for layer, rate in rates.items()}
                             for r, rates in record["error_rates"].items() if r in current},
-            "stale": stale, "created_utc": record.get("created_utc"), "file": shown(path)}
+            "stale": stale, "created_utc": record.get("created_utc"), "file": shown(path),
+            "residual_ar1": record.get("source", {}).get("residual_ar1")}
 
 
 def at_seeds(rates: dict, seeds: int) -> dict:
