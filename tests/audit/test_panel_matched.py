@@ -280,6 +280,20 @@ def test_the_error_rates_are_counted_and_worded():
     assert panel_matched.worded({**l1, "sentence": "old words", "unseen": "old"}) == l1
 
 
+def test_the_stability_warnings_false_alarms_are_counted_over_every_surrogate():
+    """No surrogate's lags change over time, so every "lags changed" is a false alarm, positives included: pooled
+    and in the worst scenario, over the current references' rows; None where no current reference has any."""
+    records = records_of({"one_curve": [0] * 4, "common_shock": [0] * 4, "proxy_lags_two": [0] * 4})
+    records["lags_changed"] = np.where(records.scenario == "common_shock", "supported", "not certified")
+    records.loc[(records.scenario == "proxy_lags_two") & (records.replicate == 0), "lags_changed"] = "supported"
+    table = calibration.calibration_table(records)
+    alarms = panel_matched.false_alarms(table, ["moderated_dl"])
+    assert alarms["false_support"]["supported"] == 5 and alarms["false_support"]["replicates"] == 12
+    assert alarms["worst_null"] == {"scenario": "common_shock", "supported": 4, "replicates": 4,
+                                    "ci": [round(v, 4) for v in stats.binomtest(4, 4).proportion_ci(0.95, "exact")]}
+    assert panel_matched.false_alarms(table, ["acgate"]) is None
+
+
 @pytest.mark.parametrize(("hits", "smallest"), [((3, 35, 30, 40, 40), 0.5), ((32, 32, 33, 40, 40), 0.25),
                                                  ((40, 40, 40, 40, 31), 0.25), ((0, 0, 0, 0, 0), None)])
 def test_the_smallest_detectable_spread_is_the_smallest_that_reached_80_percent(hits, smallest):

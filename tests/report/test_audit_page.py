@@ -177,6 +177,41 @@ def test_lag_tests_whose_persistence_is_not_the_surrogates_are_warned_for(tiny_g
     assert f"W{number}" in statement[:statement.index("AC-GATE against the classical yardstick")]
     assert "the noise's persistence" not in render_markdown(build_page(at(0.8, 0.92), params, runs, data))[0]
 
+
+def test_a_stability_warning_that_the_panels_surrogates_often_raise_falsely_says_so(tiny_grid):
+    """On economics' surrogates whose countries share a shock with loadings that follow the proxies, the stability
+    test said the lags changed in 5 of 20 (57 of 200 in a study of that class), and it says so on economics itself:
+    where the panel-matched surrogates raise it clearly more often than alpha in their worst scenario, the page says
+    the warning is no evidence of a break; not where they seldom do, nor where the test did not reject."""
+    import dataclasses
+
+    from acgate.report.audit_page import alarm_warning, build_page
+    from acgate.report.page import render_markdown
+
+    result, params, runs, data, _, _ = tiny_grid
+    often = {"false_support": {"supported": 7, "replicates": 280, "ci": [0.0101, 0.0508]},
+             "worst_null": {"scenario": "common_shock", "supported": 5, "replicates": 20, "ci": [0.0866, 0.491]}}
+    seldom = {**often, "worst_null": {**often["worst_null"], "supported": 1, "ci": [0.0013, 0.2487]}}
+    assert alarm_warning(often, 0.05) == (
+        "on surrogates of this panel whose lags never change, the stability test said they changed in 5 of 20 of its "
+        "worst null (common_shock; 95 % interval 9-49 %), 7 of 280 over all: the warning that the lags changed is no "
+        "evidence of a break here")
+    assert alarm_warning(seldom, 0.05) is None
+
+    def page(alarms, p):
+        tests = result.lag_tests.assign(stable_p=p, stable_first_late=2021, stable_kstar_early=3.0,
+                                        stable_kstar_late=4.0, stable_kstar_mean_abs_change=1.0)
+        shown = dataclasses.replace(result, lag_tests=tests, error_rates={**result.error_rates, "lags_changed": alarms})
+        return render_markdown(build_page(shown, params, runs, data))[0]
+
+    often_page, seldom_page = page(often, 0.01), page(seldom, 0.01)
+    assert "the lags changed over time" in often_page and "no evidence of a break here" in often_page
+    # ... and the plain-language reading of L1 (what this panel shows) does not call it a change
+    assert ("but it says so in 5 of 20 of this panel's surrogates whose lags never change (common_shock): no evidence "
+            "of a break") in often_page and "an average of the two periods" not in often_page
+    assert "no evidence of a break" not in seldom_page and "an average of the two periods" in seldom_page
+    assert "no evidence of a break" not in page(often, 0.5)
+
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 MEASURE = """<script>
 var wide = [document.documentElement.scrollWidth + " of " + window.innerWidth];

@@ -41,7 +41,7 @@ from acgate import statistics
 from acgate.audit import calibration
 from acgate.audit import domain_audit as audit
 from acgate.audit.surrogates import SCENARIOS, Source, draw
-from acgate.audit.verdicts import FAMILIES, RULES_VERSIONS, rules_versions, versions_text
+from acgate.audit.verdicts import CLASSICAL_REFERENCE, FAMILIES, RULES_VERSIONS, rules_versions, versions_text
 from acgate.config import GATE_METHODS, Params, without_later_defaults
 from acgate.data.panel import Panel
 from acgate.layout import audit_dir, method_dir, panel_dir, shown
@@ -350,6 +350,29 @@ def lags_text(lags: float) -> str:
     return f"{lags:.2g} lag{'s' if f'{lags:.2g}' != '1' else ''}"
 
 
+def false_alarms(table: pd.DataFrame, references: list[str]) -> dict | None:
+    """How often the stability test's warning ("lags changed", :func:`acgate.audit.verdicts.lags_changed`) appeared
+    on a study's surrogates (``table``: its rows per scenario, rule and layer), none of whose lags change over time:
+    pooled over every scenario, and its worst scenario, with 95 % Clopper-Pearson intervals. One test for both
+    references: the rows of the classical reference where it is among ``references`` (those measured under their
+    current rules), else of the first of them that has rows; None where none has."""
+    rows = table[(table.rule == "calibrated") & (table.layer == "lags changed") & table.reference.isin(references)]
+    if rows.empty:
+        return None
+    rows = rows[rows.reference == (CLASSICAL_REFERENCE if (rows.reference == CLASSICAL_REFERENCE).any()
+                                   else rows.reference.iloc[0])]
+    x, n = int(rows.supported.sum()), int(rows.replicates.sum())
+    return {"false_support": {"supported": x, "replicates": n, "ci": _interval(x, n)}, "worst_null": _worst_null(rows)}
+
+
+def frequent_false_alarm(alarms: dict | None, alpha: float) -> dict | None:
+    """The worst scenario of :func:`false_alarms` where the stability warning appeared in clearly more of its
+    surrogates than ``alpha`` (the lower end of its 95 % interval above it): there the warning is no evidence of a
+    break. None otherwise."""
+    worst = (alarms or {}).get("worst_null")
+    return worst if worst and worst["ci"][0] > alpha else None
+
+
 def _worst_null(nulls: pd.DataFrame) -> dict:
     """The null scenario in which a rule said "supported" most often (the size of a test is its worst case, not
     the pooled count), with its count and 95 % Clopper-Pearson interval; empty without nulls."""
@@ -489,10 +512,11 @@ def _current(record: dict) -> tuple[list[str], list[str]]:
 def read_rates(path: Path, panel: Panel, params: Params) -> dict:
     """The error rates of the study at ``path`` for the audit of ``panel`` under ``params``, with the study's
     settings: those of each reference measured under its current rules (:data:`acgate.audit.verdicts.
-    RULES_VERSIONS`), ``stale`` naming the others, and ``residual_ar1``, the persistence of the surrogates' noise (the
-    panel's noise model, :func:`acgate.audit.noise.estimate`); ``{"note": why}`` alone when the study is missing, unreadable, or
-    measured on another panel, other params, other surrogates or other rules of every reference (a stale study says
-    nothing about this audit)."""
+    RULES_VERSIONS`), ``stale`` naming the others, ``residual_ar1`` (the persistence of the surrogates' noise: the
+    panel's noise model, :func:`acgate.audit.noise.estimate`) and ``lags_changed``, how often the stability warning
+    appeared on them (:func:`false_alarms`, from the table beside the record; None without it); ``{"note": why}``
+    alone when the study is missing, unreadable, or measured on another panel, other params, other surrogates or other
+    rules of every reference (a stale study says nothing about this audit)."""
     path = Path(path)
     record, note = _read_record(path, panel, params)
     if note:
@@ -506,7 +530,9 @@ def read_rates(path: Path, panel: Panel, params: Params) -> dict:
             "error_rates": {r: {layer: worded(rate) for layer, rate in rates.items()}
                             for r, rates in record["error_rates"].items() if r in current},
             "stale": stale, "created_utc": record.get("created_utc"), "file": shown(path),
-            "residual_ar1": record.get("source", {}).get("residual_ar1")}
+            "residual_ar1": record.get("source", {}).get("residual_ar1"),
+            "lags_changed": false_alarms(pd.read_csv(path.with_suffix(".csv")), current)
+            if path.with_suffix(".csv").is_file() else None}
 
 
 def at_seeds(rates: dict, seeds: int) -> dict:

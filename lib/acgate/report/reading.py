@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from acgate.audit.domain_audit import AuditResult, reference_config
+from acgate.audit.panel_matched import frequent_false_alarm
 from acgate.audit.verdicts import GATE_METHODS, GLS_FIT, heterogeneity_comparators, lags_changed
 from acgate.report.render import readable
 from acgate.statistics import format_p
@@ -187,9 +188,13 @@ def readings(result: AuditResult) -> dict[str, str]:
                             if (reasons := shortfalls(result, r, layer)))
         out[layer] = f"{found.verdict}{by}" + (f"; {why}" if why else "")
     if changed := lags_changed(result.config.alpha, result.lag_tests):  # every layer reads an average of two maps
-        out["L1"] += (f"; but the lags changed over time (stability test p {format_p(changed['p'])}; mean k* "
-                      f"{changed['kstar_early']:.2f} before {changed['first_late']}, {changed['kstar_late']:.2f} "
-                      "from then): this describes an average of the two periods")
+        test = (f"stability test p {format_p(changed['p'])}; mean k* {changed['kstar_early']:.2f} before "
+                f"{changed['first_late']}, {changed['kstar_late']:.2f} from then")
+        alarm = frequent_false_alarm(result.error_rates.get("lags_changed"), result.config.alpha)
+        out["L1"] += (f"; the stability test says the lags changed over time ({test}), but it says so in "
+                      f"{alarm['supported']} of {alarm['replicates']} of this panel's surrogates whose lags never "
+                      f"change ({alarm['scenario']}): no evidence of a break" if alarm else
+                      f"; but the lags changed over time ({test}): this describes an average of the two periods")
     out["lags differ"] = lags_differ_reading(result, with_why=False) or "not claimed"
     return out
 
