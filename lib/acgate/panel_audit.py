@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 import yaml
 
-from acgate.audit import panel_matched, surrogates
+from acgate.audit import panel_matched, reach, surrogates
 from acgate.audit.domain_audit import AUDIT_TABLES, AuditResult, audit_domain
 from acgate.audit.verdicts import LAYERS
 from acgate.config import Params, params_from_dict
@@ -280,6 +280,11 @@ def audit_panel(frame: pd.DataFrame, *, entity: str, time: str, target: str, fea
             + ("; ..." if len(dropped) > 5 else "") + f" (all in {panel_dir(data_root, domain) / 'entities.csv'})")
     log(f"{domain}: {panel.n_entities} entities, times {first}..{last} (validation from {val_start}, test from "
         f"{test_start}); {seeds} seeds x {len(params.methods)} methods -> {runs_root}")
+    surrogate_source = surrogates.fit_source(panel, params) if "acgate" in params.methods else None
+    if surrogate_source:  # before training: can AC-GATE's k* read lags in panels like this one?
+        about = surrogate_source.about
+        said = reach.reading(panel.n_entities, about["lagged_share_of_variance"], about["residual_ar1"])
+        log(f"{domain}: " + (said["sentence"] if said else "AC-GATE's reach: no map measured (tables/reach)"))
     from acgate.models.runner import run_seeds  # torch: imported where runs train
 
     for done, method in enumerate(params.methods, start=1):
@@ -295,7 +300,7 @@ def audit_panel(frame: pd.DataFrame, *, entity: str, time: str, target: str, fea
                   **({"null_replicates": study_null_replicates}
                      if study_null_replicates not in (0, study_replicates) else {})}
         result.error_rates = panel_matched.at_seeds(
-            _study(panel, params, panel_matched_dir(runs_root, domain), wanted, jobs, log), seeds)
+            _study(panel, params, panel_matched_dir(runs_root, domain), wanted, jobs, log, surrogate_source), seeds)
     out = audit_dir(runs_root, domain)
     result.write(out)
     from acgate.report.audit_page import write_audit_report  # matplotlib: imported where the report is drawn
@@ -305,14 +310,15 @@ def audit_panel(frame: pd.DataFrame, *, entity: str, time: str, target: str, fea
     return PanelAudit(result, params, report, workdir)
 
 
-def _study(panel: Panel, params: Params, out: Path, wanted: dict, jobs: int, log: Callable[[str], None]) -> dict:
+def _study(panel: Panel, params: Params, out: Path, wanted: dict, jobs: int, log: Callable[[str], None],
+           source: surrogates.Source | None = None) -> dict:
     """The error rates of the panel-matched study in ``out`` (:func:`acgate.audit.panel_matched.read_rates`), run
     first unless one of this size is there and current for this panel and these params (a reference whose rules are
-    unchanged keeps its rates: its table is beside the record)."""
+    unchanged keeps its rates: its table is beside the record); ``source``: the panel's, where it was fitted."""
     record = out / panel_matched.RECORD
     found = panel_matched.read_rates(record, panel, params)
     if found["note"] or found["stale"] or found["settings"] != wanted:
-        source = surrogates.fit_source(panel, params)
+        source = source or surrogates.fit_source(panel, params)
         study = panel_matched.run_study(source, params, out, replicates=wanted["replicates"],
                                         neural=wanted["neural_replicates"], seeds=wanted["seeds"], jobs=jobs,
                                         null_replicates=wanted.get("null_replicates", 0), keep=record, log=log)

@@ -253,3 +253,38 @@ def test_the_page_fits_a_phones_width(tiny_grid, tmp_path):
     assert wide[1:] == [], wide
     desktop = laid_out_at(1280, tiny_grid[4], tmp_path)
     assert len(desktop) == 1 and int(desktop[0].split(" of ")[0]) <= 1280, desktop
+
+
+def test_ac_gates_reach_on_panels_like_this_one_stands_beside_its_verdicts(tiny_grid, tmp_path, monkeypatch):
+    """Where AC-GATE's k* read the lags in few of the map's panels nearest this one (N, lagged share and rho from the
+    panel-matched study's source), a numbered warning stands beside each of its verdicts on the lags (L1-L3, not the
+    forecast); where it read them, one line opens its section; with no share or rho from a study, nothing."""
+    import dataclasses
+
+    from acgate.audit import reach
+    from acgate.report.audit_page import build_page
+    from acgate.report.page import render_markdown
+
+    result, params, runs, data, _, _ = tiny_grid
+    study = {**result.error_rates, "entities": 88, "lagged_share": 0.05, "residual_ar1": 0.92}
+    cells = [(40, 0.05, 0.95, 0.04, 0.95), (600, 0.7, 0.0, 0.45, 0.3)]
+
+    def page_with(acgate_read: float, study: dict = study) -> str:
+        rows = [{"n": n, "share": s, "rho": r, "method": method, "panels": 20, "median_spearman": 0.9,
+                 "median_slope": read, "share_read": read, "measured_share": ms, "measured_rho": mr}
+                for n, s, r, ms, mr in cells for method, read in (("acgate", acgate_read), ("moderated_dl", 0.9))]
+        pd.DataFrame(rows).to_csv(tmp_path / "reach_summary.csv", index=False)
+        monkeypatch.setattr(reach, "MAP_FOLDER", tmp_path)
+        return render_markdown(build_page(dataclasses.replace(result, error_rates=study), params, runs, data))[0]
+
+    page = page_with(0.1)
+    number = re.search(r"W(\d+)\*\* AC-GATE's reach \(DGP panels with known lags", page).group(1)
+    assert "in 2 of 20 panels (median slope 0.10), the moderated distributed lag's in 18 of 20" in page
+    section = page[page.index("Verdicts for AC-GATE"):page.index("Verdicts for Moderated DL")]
+    layers = {layer: section[section.index(f"### {layer}"):] for layer in ("L0", "L1", "L2", "L3")}
+    for layer in ("L1", "L2", "L3"):
+        assert f"W{number}" in layers[layer][:layers[layer].index("###", 4) if layer != "L3" else None]
+    assert f"W{number}" not in layers["L0"][:layers["L0"].index("### L1")]
+    sighted = page_with(0.9)
+    assert "can carry information on the lags here." in sighted and "** AC-GATE's reach" not in sighted
+    assert "AC-GATE's reach" not in page_with(0.1, {**study, "lagged_share": None})  # no study's source

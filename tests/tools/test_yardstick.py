@@ -71,3 +71,13 @@ def test_the_yardstick_of_both_tests_takes_each_critical_value_from_its_own_null
     assert found.loc["effect_size", "known_rho_scaled_f_size_adjusted"] <= 3  # the alpha quantile of 60: at most 3
     alone = yardstick.summary(rows[rows.scenario == "proxy_lags_two"], 0.05)
     assert not {"known_rho_scaled_f_size_adjusted", "known_rho_both_size_adjusted"} & set(alone.columns)
+
+
+def test_a_later_batch_tests_the_surrogates_after_an_earlier_runs(example):
+    """--first: the null and positive scenarios' surrogates from that index (the study's seeds of the same surrogates),
+    one_curve's critical set from 0 as before."""
+    _, _, source = example
+    plan = yardstick.surrogate_plan(source, ["effect_size", "proxy_lags_one"], 2, 3, 1, first=200)
+    assert plan == [("one_curve", 0), ("one_curve", 1), ("effect_size", 200), ("effect_size", 201),
+                    ("effect_size", 202), ("proxy_lags_one", 200)]
+    assert yardstick.surrogate_plan(source, ["effect_size"], 0, 2, 1) == [("effect_size", 0), ("effect_size", 1)]

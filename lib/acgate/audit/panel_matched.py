@@ -513,10 +513,11 @@ def read_rates(path: Path, panel: Panel, params: Params) -> dict:
     """The error rates of the study at ``path`` for the audit of ``panel`` under ``params``, with the study's
     settings: those of each reference measured under its current rules (:data:`acgate.audit.verdicts.
     RULES_VERSIONS`), ``stale`` naming the others, ``residual_ar1`` (the persistence of the surrogates' noise: the
-    panel's noise model, :func:`acgate.audit.noise.estimate`) and ``lags_changed``, how often the stability warning
-    appeared on them (:func:`false_alarms`, from the table beside the record; None without it); ``{"note": why}``
-    alone when the study is missing, unreadable, or measured on another panel, other params, other surrogates or other
-    rules of every reference (a stale study says nothing about this audit)."""
+    panel's noise model, :func:`acgate.audit.noise.estimate`), ``lagged_share`` (the share of the target's variance
+    that the panel's pooled lag curve explains), ``entities`` (the panel's) and ``lags_changed``, how often the
+    stability warning appeared on them (:func:`false_alarms`, from the table beside the record; None without it);
+    ``{"note": why}`` alone when the study is missing, unreadable, or measured on another panel, other params, other
+    surrogates or other rules of every reference (a stale study says nothing about this audit)."""
     path = Path(path)
     record, note = _read_record(path, panel, params)
     if note:
@@ -531,6 +532,7 @@ def read_rates(path: Path, panel: Panel, params: Params) -> dict:
                             for r, rates in record["error_rates"].items() if r in current},
             "stale": stale, "created_utc": record.get("created_utc"), "file": shown(path),
             "residual_ar1": record.get("source", {}).get("residual_ar1"),
+            "lagged_share": record.get("source", {}).get("lagged_share_of_variance"), "entities": panel.n_entities,
             "lags_changed": false_alarms(pd.read_csv(path.with_suffix(".csv")), current)
             if path.with_suffix(".csv").is_file() else None}
 

@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from acgate.audit import reach
 from acgate.audit.domain_audit import CLASSICAL, NEURAL, AuditResult
 from acgate.audit.panel_matched import frequent_false_alarm, lags_text, spread_text
 from acgate.audit.run_folders import load_panel
@@ -281,14 +282,24 @@ def _see(numbers: list[int]) -> list:
     return runs
 
 
-def _verdicts(page: Page, result: AuditResult, calibration: dict) -> None:
-    """The verdicts at a glance, the problems and the warnings (numbered, each once), and each reference's verdicts
-    with their evidence, error rates and the numbers of their warnings."""
+def reach_reading(result: AuditResult) -> dict | None:
+    """Where AC-GATE's reach map (:func:`acgate.audit.reach.reading`) places the panel, from the N, lagged share and
+    noise persistence of the panel-matched study's source; None where AC-GATE is not audited or no study gave them."""
+    study = result.error_rates
+    if NEURAL not in result.verdicts_by_reference or None in (study.get("lagged_share"), study.get("residual_ar1")):
+        return None
+    return reach.reading(study["entities"], study["lagged_share"], study["residual_ar1"])
+
+
+def page_warnings(result: AuditResult) -> tuple[list[str], dict[tuple[str, str, str], list[int]]]:
+    """Every warning of the page, each once: the verdicts' own (:func:`grouped_warnings`), the panel-matched rates'
+    (a "supported" this rule gives in clearly more nulls than alpha, a "not certified" it could not have shown, the
+    stability test's false alarms), the lag tests' persistence (:func:`persistence_warning`) and AC-GATE's reach where
+    its k* reads no lags in panels like this one (:func:`reach_reading`); with the numbers shown beside each verdict:
+    (reference, kind, layer) -> numbers, kind "calibrated", "paper", "matched", "noise" or "reach"."""
     rates = result.error_rates.get("error_rates", {})
-    references = list(result.verdicts_by_reference)
-    # the panel-matched rates' warnings: a "supported" that this rule gives in clearly more nulls than alpha
     extra = {}
-    for reference in references:
+    for reference in result.verdicts_by_reference:
         for layer, cell in result.verdicts_by_reference[reference]["calibrated"].items():
             rate = rates.get(reference, {}).get(layer)
             reasons = [why for why in (rate and rate_warning(rate, cell["verdict"], result.config.alpha),
@@ -302,13 +313,28 @@ def _verdicts(page: Page, result: AuditResult, calibration: dict) -> None:
     if alarms and lags_changed(result.config.alpha, result.lag_tests) and \
             (why := alarm_warning(alarms, result.config.alpha)):
         extra[("", "lags changed")] = f"lags changed (panel-matched error rates): {why}"
-    listed, numbers = grouped_warnings(result)
-    persistence = persistence_warning(result)
-    warnings = [*listed, *extra.values(), *([persistence] if persistence else [])]
-    numbers |= {(reference, "matched", layer): [len(listed) + i] for i, (reference, layer) in enumerate(extra, start=1)}
-    if persistence:  # the tests the error model's rho sets: the classical reference's L1 and the lags-differ statement
-        shown_at = ((CLASSICAL_REFERENCE, "noise", "L1"), ("", "noise", "lags differ"))
-        numbers |= {key: [len(warnings)] for key in shown_at}
+    warnings, numbers = grouped_warnings(result)
+    warnings = [*warnings, *extra.values()]
+    numbers |= {(reference, "matched", layer): [len(warnings) - len(extra) + i]
+                for i, (reference, layer) in enumerate(extra, start=1)}
+    if persistence := persistence_warning(result):  # beside the tests its rho sets: classical L1, lags differ
+        warnings.append(persistence)
+        numbers |= {key: [len(warnings)] for key in ((CLASSICAL_REFERENCE, "noise", "L1"),
+                                                     ("", "noise", "lags differ"))}
+    said = reach_reading(result)
+    if said and not said["reads"]:  # beside every AC-GATE verdict on the lags (L0 is the forecast)
+        warnings.append(said["sentence"])
+        numbers |= {(NEURAL, "reach", layer): [len(warnings)] for layer in LAYERS if layer != "L0"}
+    return warnings, numbers
+
+
+def _verdicts(page: Page, result: AuditResult, calibration: dict) -> None:
+    """The verdicts at a glance, the problems and the warnings (numbered, each once), and each reference's verdicts
+    with their evidence, error rates and the numbers of their warnings."""
+    rates = result.error_rates.get("error_rates", {})
+    references = list(result.verdicts_by_reference)
+    warnings, numbers = page_warnings(result)
+    reach_said = reach_reading(result)
 
     def no_evidence(reference: str, layer: str) -> str:
         found = numbers.get((reference, "matched", layer))
@@ -325,7 +351,7 @@ def _verdicts(page: Page, result: AuditResult, calibration: dict) -> None:
                           index=[f"{layer} {LAYER_TITLES[layer]}" for layer in LAYERS])
     differs = result.lags_differ.get("verdict", "")
     glance.loc["lags differ at all"] = f"{differs} (W{numbers[('', 'matched', 'lags differ')][0]}: no evidence here)" \
-        if ("", "lags differ") in extra else differs
+        if ("", "matched", "lags differ") in numbers else differs
     for classical, line in result.neural_vs_classical_verdict.items():
         if classical in CLASSICAL and NEURAL in references:
             said = "; ".join(f"{aspect.replace('_', ' ')}: {outcome}" for aspect, outcome in line.items()
@@ -361,6 +387,8 @@ def _verdicts(page: Page, result: AuditResult, calibration: dict) -> None:
         name = render.readable(reference)
         found = result.verdicts_by_reference[reference]
         page.heading(2, f"Verdicts for {name}", f"verdicts-{reference}")
+        if reference == NEURAL and reach_said and reach_said["reads"]:
+            page.paragraph(reach_said["sentence"][:1].upper() + reach_said["sentence"][1:] + ".", kind="small")
         for layer in LAYERS:
             cell, paper = found["calibrated"][layer], found["paper"][layer]
             page.heading(3, f"{layer}: {LAYER_TITLES[layer]}")
@@ -376,7 +404,7 @@ def _verdicts(page: Page, result: AuditResult, calibration: dict) -> None:
             if cell["verdict"] != "not claimed" and (sentence := _calibration_sentence(calibration, reference, layer)):
                 page.paragraph(f"Generic error rates: {sentence}.", kind="small")
             mine = numbers[(reference, "calibrated", layer)] + numbers.get((reference, "matched", layer), []) \
-                + numbers.get((reference, "noise", layer), [])
+                + numbers.get((reference, "noise", layer), []) + numbers.get((reference, "reach", layer), [])
             theirs = numbers[(reference, "paper", layer)]
             if mine or theirs:
                 page.paragraph(*(_see(mine) + [" (calibrated rule)"] if mine else []), *(["; "] if mine and theirs

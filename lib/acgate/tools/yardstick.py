@@ -3,6 +3,8 @@ show the calibrated rule shows.
 
     python -m acgate.tools.yardstick economics      # 100 of one_curve, 200 of effect_size, 40 of three spreads
     python -m acgate.tools.yardstick energy --replicates 20 --scenarios proxy_lags_one
+    python -m acgate.tools.yardstick economics --critical 0 --scenarios effect_size --nulls 400 --first 200
+                                                     # 400 more effect_size surrogates, after an earlier run's 200
 
 For each surrogate of the panel-matched study (:mod:`acgate.audit.panel_matched`, the same seeds a study draws) it
 runs the in-sample lag tests the audit runs (:func:`acgate.audit.domain_audit.tested_design`, the same random
@@ -73,6 +75,16 @@ def surrogate_row(source: surrogates.Source, name: str, replicate: int, cfg) -> 
                                                    scaled_df))}
 
 
+def surrogate_plan(source: surrogates.Source, scenarios: list[str], critical: int, nulls: int, replicates: int,
+                   first: int = 0) -> list[tuple[str, int]]:
+    """(scenario, replicate) of every surrogate to test: ``critical`` of one_curve from 0, and of each other scenario
+    of ``scenarios`` that the source has, ``nulls`` (a null) or ``replicates`` (a positive) from ``first``."""
+    count = {"negative": nulls, "positive": replicates}
+    return [(NULL, r) for r in range(critical)] + [
+        (name, r) for name in source.scenarios(scenarios) if name != NULL
+        for r in range(first, first + count[surrogates.SCENARIOS[name].control])]
+
+
 def _row(source: surrogates.Source, cfg, item: tuple[str, int]) -> dict:
     return surrogate_row(source, *item, cfg)
 
@@ -120,17 +132,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--critical", type=int, default=100, help="surrogates of one_curve (the critical value)")
     parser.add_argument("--scenarios", nargs="*", default=["effect_size", *POWER],
                         help="scenarios besides one_curve (acgate.audit.surrogates.SCENARIOS; none named: all)")
+    parser.add_argument("--first", type=int, default=0,
+                        help="the first surrogate of each scenario but one_curve (a later batch, apart from an earlier "
+                        "run's 0..first-1; the study's seeds of the same surrogates)")
     parser.add_argument("--data-dir", default="data", help="the prepared panel is read from <data-dir>/processed/")
     parser.add_argument("--out", default="runs/yardstick", help="folder of the two CSV files (from the current folder)")
     parser.add_argument("--jobs", type=int, default=1, help="surrogates tested at once, one process each")
     args = parser.parse_args(argv)
+    if args.first < 0:
+        parser.error(f"--first {args.first}: surrogates are numbered from 0")
     root = project_root()
     params = load_params(root / "params" / f"{args.domain}.yaml")
     source = surrogates.fit_source(prepared_panel(params, root / args.data_dir), params)
-    count = {"negative": args.nulls, "positive": args.replicates}
-    plan = [(NULL, r) for r in range(args.critical)] + [
-        (name, r) for name in source.scenarios(args.scenarios) if name != NULL
-        for r in range(count[surrogates.SCENARIOS[name].control])]
+    plan = surrogate_plan(source, args.scenarios, args.critical, args.nulls, args.replicates, args.first)
     record = {**manifest(params.to_dict(), seed=-1, device="cpu"), "settings": vars(args), "machine": machine()}
     start = time.perf_counter()
     rows = processes.in_order(functools.partial(_row, source, params.audit), plan, args.jobs,
