@@ -51,7 +51,7 @@ def test_a_dataframe_is_audited_in_one_call_and_a_second_call_trains_nothing(tmp
     assert result.report.is_file() and (tmp_path / "params" / "my_panel.yaml").is_file()
     assert lines[0].startswith("my_panel: 40 entities, times 2000..2024 (validation from 2017, test from 2021)")
     # before it trains: where AC-GATE's reach map places this panel (acgate.audit.reach)
-    reach = next(i for i, line in enumerate(lines) if line.startswith("my_panel: AC-GATE's reach (DGP panels"))
+    reach = next(i for i, line in enumerate(lines) if line.startswith("my_panel: AC-GATE's reach (DGP panels whose"))
     assert reach < next(i for i, line in enumerate(lines) if line.startswith("my_panel: acgate: trained"))
     trained = {p: p.stat().st_mtime_ns for p in (tmp_path / "runs").rglob("metrics.json")}
     assert len(list((tmp_path / "runs" / "my_panel").glob("seed*/*/metrics.json"))) == 2 * len(METHODS)

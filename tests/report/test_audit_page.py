@@ -278,7 +278,7 @@ def test_ac_gates_reach_on_panels_like_this_one_stands_beside_its_verdicts(tiny_
         return render_markdown(build_page(dataclasses.replace(result, error_rates=study), params, runs, data))[0]
 
     page = page_with(0.1)
-    number = re.search(r"W(\d+)\*\* AC-GATE's reach \(DGP panels with known lags", page).group(1)
+    number = re.search(r"W(\d+)\*\* AC-GATE's reach \(DGP panels whose lags spread", page).group(1)
     assert "in 2 of 20 panels (median slope 0.10), the moderated distributed lag's in 18 of 20" in page
     section = page[page.index("Verdicts for AC-GATE"):page.index("Verdicts for Moderated DL")]
     layers = {layer: section[section.index(f"### {layer}"):] for layer in ("L0", "L1", "L2", "L3")}

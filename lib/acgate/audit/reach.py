@@ -79,11 +79,13 @@ def reading(n: int, share: float, rho: float, table: pd.DataFrame | None = None)
         verdict = ("so AC-GATE's verdicts say little about the lags here, where the moderated distributed lag's can: "
                    "read the classical reference's")
     else:
-        verdict = "so neither reference's k* is likely to find lags that differ here, and AC-GATE's verdicts say little"
-    names = (("moderated_dl", "the moderated distributed lag"), ("neural_dl", "the neural one"))
+        verdict = (f"so neither reference read them in {READS * 100:.0f} % of these panels, and AC-GATE's verdicts say "
+                   "little about the lags here")
+    names = (("moderated_dl", "the moderated distributed lag"), ("neural_dl", "the neural distributed lag"))
     others = "".join(f", {said}'s in {round(read[name] * panels)} of {panels}" for name, said in names if name in read)
     outside = "" if where["inside"] else " (the panel lies outside the map)"
-    sentence = (f"AC-GATE's reach (DGP panels with known lags, tables/{MAP_FOLDER.name}): this panel (N {n}, its "
+    sentence = (f"AC-GATE's reach (DGP panels whose lags spread by about 2 lags along the proxies, "
+                f"tables/{MAP_FOLDER.name}): this panel (N {n}, its "
                 f"pooled lag curve {share * 100:.0f} % of the target's variance, noise AR(1) {rho:.2f}) sits nearest "
                 f"the cell of N {where['n']}, lagged share {where['measured_share'] * 100:.0f} % and noise AR(1) "
                 f"{where['measured_rho']:.2f}{outside}, where AC-GATE's k* ranked and spanned the true lags (Spearman "
