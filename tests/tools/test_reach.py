@@ -56,11 +56,14 @@ def test_a_panel_counts_as_read_only_where_k_star_ranks_and_spans_the_lags():
 
 
 def test_the_tool_writes_the_map_with_its_record(tmp_path):
+    overlay = tmp_path / "overlay.yaml"
+    overlay.write_text("model: {gate_memory: false}\n")
     reach.main(["--n", "30", "--share", "0.3", "--rho", "0.5", "--replicates", "2", "--methods", "moderated_dl",
-                "--out", str(tmp_path)])
+                "--overlay", str(overlay), "--out", str(tmp_path)])
     table = pd.read_csv(tmp_path / "reach.csv")
     assert len(table) == 2 and set(table.method) == {"moderated_dl"} and table.spearman.between(-1, 1).all()
     summary = pd.read_csv(tmp_path / "reach_summary.csv")
     assert summary[["n", "share", "rho", "panels"]].values.tolist() == [[30, 0.3, 0.5, 2]]
     record = json.loads((tmp_path / "reach.json").read_text())
     assert record["settings"]["replicates"] == 2 and "git_sha" in record and "minutes" in record
+    assert record["params"]["model"]["gate_memory"] is False  # the overlay's settings, as the panels were fitted

@@ -3,6 +3,8 @@ of k* on the truth) the true lags on panels of the project's DGP over entities N
 
     python -m acgate.tools.reach --jobs 2                        # the committed map: 27 cells, 20 panels each
     python -m acgate.tools.reach --n 40 150 --replicates 5       # a smaller try
+    python -m acgate.tools.reach --methods acgate --overlay off.yaml --out tables/reach/gate_memory_off
+                                                   # off.yaml: "model: {gate_memory: false}", AC-GATE without memory
 
 A cell's panels (:func:`reach_panel`) are the DGP of ``--domain`` (default synthetic_linear: lag centres from 3 to
 10 along the latent moderator, 30 steps, K = 10) with N entities, drawn without its target noise, plus Gaussian AR(1)
@@ -114,10 +116,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--replicates", type=int, default=20, help="panels of each cell (seeds 0, 1, ...)")
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=FITTED, metavar="METHOD",
                         help=f"methods fitted on each panel, of: {', '.join(FITTED)}")
+    parser.add_argument("--overlay", default=None,
+                        help="a params file laid over the domain's (as params/smoke.yaml is): other model settings")
     parser.add_argument("--out", default="tables/reach", help="folder of the output files")
     parser.add_argument("--jobs", type=int, default=1, help="panels fitted at once, one process each")
     args = parser.parse_args(argv)
-    params = load_params(project_root() / "params" / f"{args.domain}.yaml")
+    params = load_params(project_root() / "params" / f"{args.domain}.yaml", args.overlay)
     if params.kind != "synthetic":
         parser.error(f"--domain {args.domain}: the map needs a synthetic domain, whose DGP draws its panels")
     bad = [s for s in args.share if not 0 < s < 1] + [r for r in args.rho if not 0 <= r < 1]
