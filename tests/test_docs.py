@@ -260,3 +260,22 @@ def lag_recovery_rows() -> list[str]:
 def test_the_lag_recovery_table_in_the_docs_is_the_committed_measurement():
     header = "| panels | n | moderated DL | neural DL | AC-GATE |"
     assert table_rows(ROOT / "docs" / "results.md", header) == lag_recovery_rows()
+
+
+def test_the_reach_figures_in_the_docs_are_the_committed_maps():
+    """Where the README and docs/results.md place economics in AC-GATE's reach map, and what the map without the gate's
+    memory changed, rebuilt from tables/reach/ and the economics study's source."""
+    from acgate.audit import reach
+
+    source = json.loads((ROOT / "tables" / "economics_panel_matched.json").read_text())["source"]
+    said = reach.reading(88, source["lagged_share_of_variance"], source["residual_ar1"])["place"]
+    read = {method: round(share * said["panels"]) for method, share in said["share_read"].items()}
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert f"(economics: AC-GATE {read['acgate']} of 20, the moderated DL {read['moderated_dl']})" in readme
+    paper, free = (pd.read_csv(folder / "reach_summary.csv").query("method == 'acgate'")
+                   for folder in (ROOT / "tables" / "reach", ROOT / "tables" / "reach" / "gate_memory_off"))
+    results = " ".join((ROOT / "docs" / "results.md").read_text().split())
+    counts = [int(round((table.share_read * table.panels).sum())) for table in (free, paper)]
+    assert f"reads the lags in {counts[0]} of the {int(paper.panels.sum())} panels instead of {counts[1]}" in results
+    assert f"mean bias over the cells {paper.mean_bias.mean():.2f} lags" in results
+    assert f"becomes {free.mean_bias.mean():.2f}" in results
