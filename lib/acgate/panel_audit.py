@@ -283,8 +283,8 @@ def audit_panel(frame: pd.DataFrame, *, entity: str, time: str, target: str, fea
     surrogate_source = surrogates.fit_source(panel, params) if "acgate" in params.methods else None
     if surrogate_source:  # before training: can AC-GATE's k* read lags in panels like this one?
         about = surrogate_source.about
-        said = reach.reading(panel.n_entities, about["lagged_share_of_variance"], about["residual_ar1"])
-        log(f"{domain}: " + (said["sentence"] if said else "AC-GATE's reach: no map measured (tables/reach)"))
+        placed = reach.reading(panel.n_entities, about["lagged_share_of_variance"], about["residual_ar1"])
+        log(f"{domain}: " + (placed["sentence"] if placed else "AC-GATE's reach: no map measured (tables/reach)"))
     from acgate.models.runner import run_seeds  # torch: imported where runs train
 
     for done, method in enumerate(params.methods, start=1):
