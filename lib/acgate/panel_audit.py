@@ -86,8 +86,12 @@ class PanelAudit:
 
     @property
     def warnings(self) -> list[str]:
-        """The problems (read these first) and the warnings the verdicts carry, each once."""
-        return [*self.result.problems, *self.result.warnings()]
+        """The problems (read these first) and the report page's warnings, each once: those the verdicts carry, and
+        where the panel-matched rates, the lag tests' persistence or AC-GATE's reach say a verdict tells little here
+        (:func:`acgate.report.audit_page.page_warnings`)."""
+        from acgate.report.audit_page import page_warnings  # matplotlib: imported where the report is drawn
+
+        return [*self.result.problems, *page_warnings(self.result)[0]]
 
     def glance(self) -> pd.DataFrame:
         """The verdicts at a glance: one row per layer, one column per reference method."""

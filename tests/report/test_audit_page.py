@@ -285,6 +285,10 @@ def test_ac_gates_reach_on_panels_like_this_one_stands_beside_its_verdicts(tiny_
     for layer in ("L1", "L2", "L3"):
         assert f"W{number}" in layers[layer][:layers[layer].index("###", 4) if layer != "L3" else None]
     assert f"W{number}" not in layers["L0"][:layers["L0"].index("### L1")]
+    from acgate.panel_audit import PanelAudit  # the summary's warnings are the page's
+
+    warned = PanelAudit(dataclasses.replace(result, error_rates=study), params, runs, runs).warnings
+    assert any(line.startswith("AC-GATE's reach (DGP panels whose lags spread") for line in warned)
     sighted = page_with(0.9)
     assert "can carry information on the lags here." in sighted and "** AC-GATE's reach" not in sighted
     assert "AC-GATE's reach" not in page_with(0.1, {**study, "lagged_share": None})  # no study's source
