@@ -16,7 +16,6 @@ numbered warning beside each where AC-GATE's k* read the lags in fewer than :dat
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -36,11 +35,12 @@ def read_map(folder: str | Path) -> pd.DataFrame | None:
 
 
 def place(table: pd.DataFrame, n: int, share: float, rho: float) -> dict:
-    """The cell of the map ``table`` (:func:`summary`) nearest a panel of ``n`` entities whose audit reads lagged share
-    ``share`` and noise persistence ``rho``, with every method's median Spearman, median slope and share of panels
-    read there. Cells are placed by what the same fit read on their panels (``measured_share``, ``measured_rho``),
-    not by the noise they were drawn with; the distance is over log N, log share and rho, each scaled by its range
-    over the map. ``inside`` says whether the panel lies within the map's range on every axis."""
+    """The cell of the map ``table`` (:func:`acgate.tools.reach.summary`) nearest a panel of ``n`` entities whose
+    audit reads lagged share ``share`` and noise persistence ``rho``, with every method's median Spearman, median
+    slope and share of panels read there. Cells are placed by what the same fit read on their panels
+    (``measured_share``, ``measured_rho``), not by the noise they were drawn with; the distance is over log N, log
+    share and rho, each scaled by its range over the map. ``inside`` says whether the panel lies within the map's
+    range on every axis."""
     cells = table.groupby(["n", "share", "rho"], sort=True)[["measured_share", "measured_rho"]].mean().reset_index()
     grid = np.column_stack([np.log(cells.n), np.log(cells.measured_share.clip(lower=1e-6)), cells.measured_rho])
     point = np.array([np.log(n), np.log(max(share, 1e-6)), rho])
@@ -53,12 +53,6 @@ def place(table: pd.DataFrame, n: int, share: float, rho: float) -> dict:
             "panels": int(here.panels.min()),
             **{measure: dict(zip(here.method, here[measure].astype(float), strict=True))
                for measure in ("median_spearman", "median_slope", "share_read")}}
-
-
-def map_record(folder: str | Path) -> dict | None:
-    """The committed map's record (settings, code, machine, minutes), or None."""
-    path = Path(folder) / "reach.json"
-    return json.loads(path.read_text()) if path.is_file() else None
 
 
 def reading(n: int, share: float, rho: float, table: pd.DataFrame | None = None) -> dict | None:
