@@ -54,7 +54,8 @@ from acgate.audit.run_folders import load_panel
 from acgate.layout import audit_dir, grid_folders, panel_matched_dir, shown
 from acgate.notebook.resolve import resolve
 from acgate.report import audit_figures
-from acgate.report.audit_page import lags_differ_rate, power_warning, rate_warning, write_audit_report
+from acgate.report.audit_page import write_audit_report
+from acgate.report.page_warnings import lags_differ_rate, power_warning, rate_warning
 from acgate.report.reading import QUESTIONS, lags_differ_reading, readings
 
 # %% [markdown]

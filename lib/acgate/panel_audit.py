@@ -38,6 +38,7 @@ from acgate.config import Params, params_from_dict
 from acgate.data import prep
 from acgate.data.panel import Panel
 from acgate.layout import audit_dir, panel_dir, panel_matched_dir, shown
+from acgate.report.page_warnings import page_warnings
 from acgate.runs import atomic_write, manifest, write_csv
 
 if TYPE_CHECKING:
@@ -88,9 +89,7 @@ class PanelAudit:
     def warnings(self) -> list[str]:
         """The problems (read these first) and the report page's warnings, each once: those the verdicts carry, and
         where the panel-matched rates, the lag tests' persistence or AC-GATE's reach say a verdict tells little here
-        (:func:`acgate.report.audit_page.page_warnings`)."""
-        from acgate.report.audit_page import page_warnings  # matplotlib: imported where the report is drawn
-
+        (:func:`acgate.report.page_warnings.page_warnings`)."""
         return [*self.result.problems, *page_warnings(self.result)[0]]
 
     def glance(self) -> pd.DataFrame:

@@ -132,7 +132,7 @@ def test_a_blind_ac_gate_not_certified_points_to_the_classical_reference():
     """Where AC-GATE detects a 1-lag spread in under half as many surrogates as the moderated distributed lag, its
     L1 or L2 "not certified" says little, and the warning names the classical one; not where it keeps up, nor for a
     "supported", nor where either was not measured at 1 lag."""
-    from acgate.report.audit_page import power_warning
+    from acgate.report.page_warnings import power_warning
 
     def rates(neural, classical):
         return {"acgate": {"L1": {"power": {"1": {"supported": neural, "replicates": 20}}}},
@@ -155,8 +155,9 @@ def test_lag_tests_whose_persistence_is_not_the_surrogates_are_warned_for(tiny_g
     they agree or no study gives the second."""
     import dataclasses
 
-    from acgate.report.audit_page import build_page, persistence_warning
+    from acgate.report.audit_page import build_page
     from acgate.report.page import render_markdown
+    from acgate.report.page_warnings import persistence_warning
 
     result, params, runs, data, _, _ = tiny_grid
 
@@ -185,8 +186,9 @@ def test_a_stability_warning_that_the_panels_surrogates_often_raise_falsely_says
     the warning is no evidence of a break; not where they seldom do, nor where the test did not reject."""
     import dataclasses
 
-    from acgate.report.audit_page import alarm_warning, build_page
+    from acgate.report.audit_page import build_page
     from acgate.report.page import render_markdown
+    from acgate.report.page_warnings import alarm_warning
 
     result, params, runs, data, _, _ = tiny_grid
     often = {"false_support": {"supported": 7, "replicates": 280, "ci": [0.0101, 0.0508]},

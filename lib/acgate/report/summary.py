@@ -24,7 +24,8 @@ from scipy import stats
 from acgate.audit.domain_audit import AuditResult
 from acgate.audit.verdicts import LAYERS
 from acgate.config import SEEDLESS_METHODS
-from acgate.report.audit_page import lags_differ_rate, rates_at_a_glance
+from acgate.report.audit_page import rates_at_a_glance
+from acgate.report.page_warnings import lags_differ_rate
 from acgate.report.reading import QUESTIONS, readings
 from acgate.report.render import latex_table
 
