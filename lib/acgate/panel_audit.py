@@ -225,16 +225,8 @@ def audit_panel(frame: pd.DataFrame, *, entity: str, time: str, target: str, fea
                                         "seeds": "study_seeds", "null_replicates": "study_null_replicates"},
                                  zero={"replicates": "0: no study"})
     workdir = _own_folder(workdir, domain)
-    for name, value in (("features", features), ("proxies", proxies), ("stratifiers", stratifiers),
-                        ("static", static), ("methods", methods)):
-        if isinstance(value, str):
-            raise TypeError(f"{name}={value!r} is one string, which would be read letter by letter: pass a list, "
-                            f"{name}=[{value!r}]")
-    for section, values in settings.items():
-        if not isinstance(values, dict):
-            raise TypeError(f"{section}={values!r} is no params section: audit_panel's own settings are its "
-                            "arguments (seeds=, max_lag=, split=, ...); any other setting goes in as a section, e.g. "
-                            "train={'max_epochs': 100} (docs/parameters.md lists the sections)")
+    _check_arguments({"features": features, "proxies": proxies, "stratifiers": stratifiers, "static": static,
+                      "methods": methods}, settings)
     frame = _long_frame(frame, entity, time)
     if not all(isinstance(label, str) for label in frame.columns):  # e.g. a frame made from a NumPy array
         frame = _text_labels(frame)
@@ -272,15 +264,7 @@ def audit_panel(frame: pd.DataFrame, *, entity: str, time: str, target: str, fea
     _write_if_changed(workdir / "params" / f"{domain}.yaml", WRITTEN_BY + yaml.safe_dump(spec, sort_keys=False))
     data_root, runs_root = workdir / "data", workdir / "runs"
 
-    long, source = prep.load_long(params, workdir)
-    prepared = prep.prepare(long, params, source)
-    prep.save(prepared, panel_dir(data_root, domain), manifest(params.to_dict(), seed=-1, device="none"))
-    panel = prepared.panel
-    dropped = prepared.report[~prepared.report.kept]
-    if len(dropped):
-        log(f"{domain}: {len(dropped)} of {len(prepared.report)} entities left out: "
-            + "; ".join(f"{row.entity} ({row.reason})" for row in dropped.head(5).itertuples())
-            + ("; ..." if len(dropped) > 5 else "") + f" (all in {panel_dir(data_root, domain) / 'entities.csv'})")
+    panel = _prepared(params, workdir, log)
     log(f"{domain}: {panel.n_entities} entities, times {first}..{last} (validation from {val_start}, test from "
         f"{test_start}); {seeds} seeds x {len(params.methods)} methods -> {runs_root}")
     surrogate_source = surrogates.fit_source(panel, params) if "acgate" in params.methods else None
@@ -288,15 +272,7 @@ def audit_panel(frame: pd.DataFrame, *, entity: str, time: str, target: str, fea
         about = surrogate_source.about
         placed = reach.reading(panel.n_entities, about["lagged_share_of_variance"], about["residual_ar1"])
         log(f"{domain}: " + (placed["sentence"] if placed else "AC-GATE's reach: no map measured (tables/reach)"))
-    from acgate.models.runner import run_seeds  # torch: imported where runs train
-
-    for done, method in enumerate(params.methods, start=1):
-        lines: list[str] = []
-        run_seeds(dict.fromkeys(range(seeds), panel), params, method, runs_root, log=lines.append)
-        kept = [line for line in lines if "] kept: " in line]
-        said = (f"kept the {len(kept)} finished runs" if len(kept) == seeds else
-                f"trained {seeds - len(kept)} seed(s)" + (f", kept {len(kept)}" if kept else ""))
-        log(f"{domain}: {method}: {said} ({done} of {len(params.methods)} methods)")
+    _train(panel, params, runs_root, log)
     result = audit_domain(params, runs_root, data_root)
     if study_replicates > 0:
         wanted = {"replicates": study_replicates, "neural_replicates": study_neural_replicates, "seeds": study_seeds,
@@ -311,6 +287,50 @@ def audit_panel(frame: pd.DataFrame, *, entity: str, time: str, target: str, fea
     report, _ = write_audit_report(result, params, runs_root, data_root, out)
     log(f"{domain}: audited; report {report}")
     return PanelAudit(result, params, report, workdir)
+
+
+def _check_arguments(names: dict[str, Any], settings: dict[str, Any]) -> None:
+    """A TypeError naming the argument and the fix where a list of columns or methods (``names``) is one string, or a
+    params section of ``settings`` is no dict."""
+    for name, value in names.items():
+        if isinstance(value, str):
+            raise TypeError(f"{name}={value!r} is one string, which would be read letter by letter: pass a list, "
+                            f"{name}=[{value!r}]")
+    for section, values in settings.items():
+        if not isinstance(values, dict):
+            raise TypeError(f"{section}={values!r} is no params section: audit_panel's own settings are its "
+                            "arguments (seeds=, max_lag=, split=, ...); any other setting goes in as a section, e.g. "
+                            "train={'max_epochs': 100} (docs/parameters.md lists the sections)")
+
+
+def _prepared(params: Params, workdir: Path, log: Callable[[str], None]) -> Panel:
+    """The panel of the CSV file that ``params`` names under ``workdir``, prepared and saved under its
+    ``data/processed/``, as the workflow's data step does; the entities left out are named in the log."""
+    data_root = workdir / "data"
+    long, source = prep.load_long(params, workdir)
+    prepared = prep.prepare(long, params, source)
+    prep.save(prepared, panel_dir(data_root, params.domain), manifest(params.to_dict(), seed=-1, device="none"))
+    dropped = prepared.report[~prepared.report.kept]
+    if len(dropped):
+        log(f"{params.domain}: {len(dropped)} of {len(prepared.report)} entities left out: "
+            + "; ".join(f"{row.entity} ({row.reason})" for row in dropped.head(5).itertuples())
+            + ("; ..." if len(dropped) > 5 else "")
+            + f" (all in {panel_dir(data_root, params.domain) / 'entities.csv'})")
+    return prepared.panel
+
+
+def _train(panel: Panel, params: Params, runs_root: Path, log: Callable[[str], None]) -> None:
+    """Every method's ``params.n_seeds`` runs on ``panel`` under ``runs_root`` (runs that are current kept), a line
+    per method."""
+    from acgate.models.runner import run_seeds  # torch: imported where runs train
+
+    for done, method in enumerate(params.methods, start=1):
+        lines: list[str] = []
+        run_seeds(dict.fromkeys(range(params.n_seeds), panel), params, method, runs_root, log=lines.append)
+        kept = [line for line in lines if "] kept: " in line]
+        said = (f"kept the {len(kept)} finished runs" if len(kept) == params.n_seeds else
+                f"trained {params.n_seeds - len(kept)} seed(s)" + (f", kept {len(kept)}" if kept else ""))
+        log(f"{params.domain}: {method}: {said} ({done} of {len(params.methods)} methods)")
 
 
 def _study(panel: Panel, params: Params, out: Path, wanted: dict, jobs: int, log: Callable[[str], None],
