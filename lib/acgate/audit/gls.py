@@ -333,7 +333,7 @@ def scaled_shape(m: Moments, n_feat: int) -> np.ndarray:
     lowers the residual sum of squares, so an unfinished fit is still closer to the null model's least squares than
     the shared curve it starts from. A leading stack of moments (draws of a bootstrap) is fitted at once, one shape
     each; a fit that has stopped is not stepped again (most stop within 100 steps, a few run to hundreds), so each
-    ends where it would alone."""
+    ends where it would alone, up to rounding."""
     *lead, n, width = m.h.shape
     size = width // n_feat
     flat = Moments(m.G.reshape(-1, n, width, width), m.h.reshape(-1, n, width), m.yy.reshape(-1, n),

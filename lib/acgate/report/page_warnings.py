@@ -102,7 +102,6 @@ def lags_differ_rate(rates: dict) -> dict | None:
                 None)
 
 
-
 def grouped_warnings(result: AuditResult) -> tuple[list[str], dict[tuple[str, str, str], list[int]]]:
     """Every warning the verdicts carry, once, each saying where it applies (:meth:`AuditResult.warnings`); and
     (reference, rule, layer) -> the numbers (1-based) of that cell's warnings."""
@@ -111,7 +110,6 @@ def grouped_warnings(result: AuditResult) -> tuple[list[str], dict[tuple[str, st
                for reference, found in result.verdicts_by_reference.items() for rule in ("calibrated", "paper")
                for layer, cell in found[rule].items()}
     return result.warnings(), numbers
-
 
 
 def reach_reading(result: AuditResult) -> dict | None:
@@ -158,5 +156,3 @@ def page_warnings(result: AuditResult) -> tuple[list[str], dict[tuple[str, str, 
         warnings.append(said["sentence"])
         numbers |= {(NEURAL, "reach", layer): [len(warnings)] for layer in LAYERS if layer != "L0"}
     return warnings, numbers
-
-
