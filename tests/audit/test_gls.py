@@ -2,6 +2,7 @@
 quasi-differenced panel written out by hand, the permutation p is the brute-force count, and the error model recovers
 the AR(1) coefficient and the entity noise scales of a panel whose lag curves differ by entity."""
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -153,6 +154,31 @@ def test_the_bootstrap_and_the_permutation_p_are_the_brute_force_counts(small):
     assert 0 < exceed_scaled < 9 and 0 < exceed_shared < 19  # the counts are not all or nothing
     assert min(abs(f / f_scaled - 1) for f in f_draws) > 1e-4  # no draw ties the panel's F within rounding
     assert (row["p_vs_entity_scaled"], row["p_vs_shared"]) == ((1 + exceed_scaled) / 10, (1 + exceed_shared) / 20)
+
+
+def test_the_bootstrap_draws_from_the_whole_fitted_null_common_shock_included(small):
+    """The fitted null a bootstrap draws from is each entity's least squares on its intercept and, where the design
+    takes a common shock, that shock (numpy's lstsq over the entity's rows), plus the lagged part; the draws scatter
+    around it (their mean over 400 draws within 0.1 of it at every observed step, noise sd 0.5-2). Before, the draws
+    had each entity's level alone: on a panel whose target is a common shock with loadings 1 to 3, their mean was
+    more than 1 away from the target at some step."""
+    design, _, errors = small
+    n, s_len = design.y.shape
+    rng = np.random.default_rng(8)
+    shock = np.cumsum(rng.normal(size=s_len))
+    loading = np.linspace(1, 3, n)
+    y = np.where(design.rows, rng.normal(size=(n, 1)) + loading[:, None] * shock[None, :], 0.0)
+    lagged = np.where(design.rows, 0.1 * rng.normal(size=(n, s_len)), 0.0)
+    shocked = gls.with_common_shocks(gls.LagDesign(design.U, y, design.rows, design.basis))
+    fitted = np.zeros((n, s_len))
+    for i in range(n):
+        on = design.rows[i]
+        X = np.column_stack([np.ones(on.sum()), shocked.common[on]])
+        fitted[i, on] = X @ np.linalg.lstsq(X, (y - lagged)[i, on], rcond=None)[0] + lagged[i, on]
+    np.testing.assert_allclose(np.where(design.rows, gls._null_fit(shocked, lagged), 0.0), fitted, atol=1e-10)
+    unit = dataclasses.replace(errors, rho=0.0, sigma=np.full(n, 0.5))
+    mean = np.mean([drawn.y for drawn, _ in gls._null_draws(shocked, lagged, unit, 400, rng)], axis=0)
+    assert np.max(np.abs(np.where(design.rows, mean - fitted, 0.0))) < 0.1
 
 
 def test_a_stack_of_draws_is_fitted_as_each_draw_alone(small, monkeypatch):
