@@ -90,7 +90,7 @@ CALIBRATION_COLUMNS = [
     ("acgate", "calibrated", "L2 test alone"), ("acgate", "calibrated", "L3"), ("acgate", "paper", "L3"),
     *(("moderated_dl", rule, "L1") for rule in CALIBRATED), *(("moderated_dl", rule, "L2") for rule in CALIBRATED),
     ("moderated_dl", "calibrated", "L2 test alone"), ("moderated_dl", "calibrated", "L3"),
-    ("acgate", "calibrated", "lags differ")]
+    ("moderated_dl", "calibrated", "lags differ")]
 
 
 def calibration_rows() -> list[str]:

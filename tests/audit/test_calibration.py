@@ -182,6 +182,26 @@ def test_the_printed_calibration_table_is_one_row_per_scenario_reference_and_rul
     assert last.scenario == "ar_noise" and last.L1 == "2/3"  # no star: on a negative, "supported" is wrong
 
 
+def test_the_lags_differ_and_stability_rows_are_the_classical_references():
+    """Both GLS statements are the classical fit's, under its rules version: where both references ran in a scenario
+    their rows are the classical reference's alone (an AC-GATE row kept from a calibration under older classical
+    rules would otherwise speak for them); where only AC-GATE ran, its rows carry them."""
+    import pandas as pd
+
+    both = pd.DataFrame({"scenario": ["ar_noise"] * 4 + ["random_lags"] * 2, "control": "negative",
+                         "reference": ["acgate", "acgate", "moderated_dl", "moderated_dl", "acgate", "acgate"],
+                         "lags_differ_truth": False, "calibrated_L1": "not certified",
+                         "lags_differ": ["supported", "supported", "not certified", "not certified",
+                                         "supported", "not certified"],
+                         "lags_changed": "not certified"})
+    table = calibration.calibration_table(both).set_index(["scenario", "reference", "layer"])
+    assert ("ar_noise", "acgate", "lags differ") not in table.index
+    assert ("ar_noise", "acgate", "L1") in table.index
+    assert table.loc[("ar_noise", "moderated_dl", "lags differ"), "supported"] == 0
+    assert table.loc[("random_lags", "acgate", "lags differ"), "supported"] == 1
+    assert ("random_lags", "acgate", "lags changed") in table.index
+
+
 def test_ar_noise_controls_add_stationary_ar1_noise_of_their_coefficient(small):
     """The noise the AR controls add to the DGP's target (the same panel draw without it) has the scenario's lag-1
     autocorrelation and, from the first step on, its stationary sd, sd / sqrt(1 - coefficient^2)."""

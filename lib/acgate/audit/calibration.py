@@ -49,6 +49,7 @@ import pandas as pd
 from acgate import processes, statistics
 from acgate.audit import domain_audit as audit
 from acgate.audit.verdicts import (
+    CLASSICAL_REFERENCE,
     FAMILIES,
     LAYERS,
     RULES_VERSIONS,
@@ -524,16 +525,20 @@ def calibration_table(replicates: pd.DataFrame) -> pd.DataFrame:
     for the layers, its lags_differ for the lags-differ statement). The rules: the paper's, the calibrated, and the
     calibrated with the practical spread threshold at zero. ``L2 test alone`` is the calibrated L2 test without the
     L1 and seed-agreement gates; ``L2 permutation test alone`` the test the calibrated L2 used before (the entity
-    permutation without the lag-free p); ``lags differ`` the statement apart from the layers (one per replicate,
-    the same for both references); ``lags changed`` the stability test (no scenario's lags change over time).
+    permutation without the lag-free p); ``lags differ`` the statement apart from the layers and ``lags changed``
+    the stability test (no scenario's lags change over time): one per replicate, classical GLS tests under the
+    classical reference's rules version, so their rows are the classical reference's where it ran in the scenario
+    (else the first reference's).
     L2's truth is the replicates' ``l2_truth`` where they record one (a panel-matched scenario whose lags follow the
     proxies but not the stratifier), else the control's."""
     rows = []
     columns = [(label, layer, f"{rule}_{layer}") for rule, label in RULES.items() for layer in LAYERS]
     columns += [("calibrated", label, column) for column, label in ALONE.items()]
-    columns += [("calibrated", "lags differ", "lags_differ"), ("calibrated", "lags changed", "lags_changed")]
+    statements = [("calibrated", "lags differ", "lags_differ"), ("calibrated", "lags changed", "lags_changed")]
+    speaker = {scenario: CLASSICAL_REFERENCE if (g.reference == CLASSICAL_REFERENCE).any() else g.reference.iloc[0]
+               for scenario, g in replicates.groupby("scenario", sort=False)}
     for (scenario, reference), g in replicates.groupby(["scenario", "reference"], sort=False):
-        for rule, layer, column in columns:
+        for rule, layer, column in columns + (statements if reference == speaker[scenario] else []):
             if column not in g:  # replicates from before the column
                 continue
             supported = int((g[column] == "supported").sum())

@@ -60,9 +60,10 @@ from acgate.statistics import (
 # the version of each reference's rules below, recorded with a calibration (tables/audit_calibration.json) and a
 # panel-matched study: rates measured under another version of a reference's rules no longer describe them, and a
 # study keeps the rates of a reference whose rules are unchanged. Raise a reference's version with any change to one
-# of its rules or to what they read; raise both with a change to what both read (the lags-differ statement, the GLS
-# design, the circularity guards, L0's comparisons)
-RULES_VERSIONS = {"acgate": 7, "moderated_dl": 10}
+# of its rules or to what they read; raise both with a change to what both read (the circularity guards, L0's
+# comparisons). The lags-differ statement and the stability test are GLS tests of the classical fit, and their rates
+# are read from the classical reference's rows: a change to them raises its version alone
+RULES_VERSIONS = {"acgate": 6, "moderated_dl": 10}
 VERDICTS = ("supported", "not certified", "ruled out", "not claimed")
 LAYERS = ("L0", "L1", "L2", "L3")
 

@@ -27,7 +27,7 @@ import yaml
 from acgate.audit.domain_audit import CLASSICAL, NEURAL, AuditResult
 from acgate.audit.panel_matched import lags_text
 from acgate.audit.run_folders import load_panel
-from acgate.audit.verdicts import LAYERS, RULES_VERSIONS, rules_versions, versions_text
+from acgate.audit.verdicts import CLASSICAL_REFERENCE, LAYERS, RULES_VERSIONS, rules_versions, versions_text
 from acgate.config import GATE_METHODS, Params
 from acgate.layout import AUDIT_MARKDOWN, AUDIT_PAGE, audit_dir, method_dir, panel_dir, shown
 from acgate.report import audit_figures, render
@@ -287,7 +287,7 @@ def _statements(page: Page, result: AuditResult, rates: dict, calibration: dict,
             page.paragraph(differ["unseen"][:1].upper() + differ["unseen"][1:] + ".")
         if differ:
             page.paragraph(f"Panel-matched error rates: {differ['sentence']}.", kind="small")
-        if sentence := _calibration_sentence(calibration, NEURAL, "lags differ"):
+        if sentence := _calibration_sentence(calibration, CLASSICAL_REFERENCE, "lags differ"):
             page.paragraph(f"Generic error rates: {sentence}.", kind="small")
         if warned:
             page.paragraph(*_see(warned), ".", kind="small")
