@@ -129,7 +129,7 @@ for reference, found in result.verdicts_by_reference.items():
         if warning := power_warning(rates, reference, layer, cell["verdict"]):
             print(f"{'':17s}WARNING: {warning}")
 print(f"lags differ: {result.lags_differ['verdict']} ({lags_differ_reading(result)})")
-differ = lags_differ_rate(rates)  # one statement for both references: the classical replicates are the more numerous
+differ = lags_differ_rate(rates)  # one statement for both references: a test of the classical fit, its rates
 if differ:
     print(f"{'':17s}{differ['sentence']}")
     if result.lags_differ["verdict"] == "not certified" and differ.get("unseen"):

@@ -183,9 +183,9 @@ def test_the_printed_calibration_table_is_one_row_per_scenario_reference_and_rul
 
 
 def test_the_lags_differ_and_stability_rows_are_the_classical_references():
-    """Both GLS statements are the classical fit's, under its rules version: where both references ran in a scenario
-    their rows are the classical reference's alone (an AC-GATE row kept from a calibration under older classical
-    rules would otherwise speak for them); where only AC-GATE ran, its rows carry them."""
+    """Both statements are GLS tests of the classical fit, under its rules version, so only the classical reference's
+    rows carry them: in a fresh table, and in one merged with kept rows of AC-GATE measured before (whose statement
+    rows came from classical rules that may have changed since)."""
     import pandas as pd
 
     both = pd.DataFrame({"scenario": ["ar_noise"] * 4 + ["random_lags"] * 2, "control": "negative",
@@ -195,11 +195,17 @@ def test_the_lags_differ_and_stability_rows_are_the_classical_references():
                                          "supported", "not certified"],
                          "lags_changed": "not certified"})
     table = calibration.calibration_table(both).set_index(["scenario", "reference", "layer"])
-    assert ("ar_noise", "acgate", "lags differ") not in table.index
-    assert ("ar_noise", "acgate", "L1") in table.index
     assert table.loc[("ar_noise", "moderated_dl", "lags differ"), "supported"] == 0
-    assert table.loc[("random_lags", "acgate", "lags differ"), "supported"] == 1
-    assert ("random_lags", "acgate", "lags changed") in table.index
+    assert ("ar_noise", "moderated_dl", "lags changed") in table.index
+    assert not any(key in table.index for key in [(s, "acgate", layer) for s in ("ar_noise", "random_lags")
+                                                  for layer in calibration.STATEMENTS])
+    assert ("random_lags", "acgate", "L1") in table.index
+    older = pd.DataFrame({"scenario": "ar_noise", "control": "negative", "reference": "acgate", "rule": "calibrated",
+                          "layer": ["L1", "lags differ", "lags changed"], "truth": "not supported", "replicates": 2,
+                          "supported": [0, 2, 1], "share_supported": [0.0, 1.0, 0.5], "ci_low": 0.0, "ci_high": 1.0})
+    merged = calibration.merged_table(older, both[both.reference == "moderated_dl"])
+    assert set(merged[merged.layer.isin(calibration.STATEMENTS)].reference) == {"moderated_dl"}
+    assert ((merged.reference == "acgate") & (merged.layer == "L1")).sum() == 1
 
 
 def test_ar_noise_controls_add_stationary_ar1_noise_of_their_coefficient(small):

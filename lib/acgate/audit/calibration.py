@@ -320,12 +320,15 @@ def family_methods(params: Params, references: list[str]) -> list[str]:
 
 def merged_table(kept: pd.DataFrame, replicates: pd.DataFrame) -> pd.DataFrame:
     """The table of "supported" shares (:func:`calibration_table`) of ``replicates``' records with the ``kept`` rows
-    of other references, in the order one table of all of them has."""
+    of other references, in the order one table of all of them has. Kept rows of another reference than the
+    classical one lose their :data:`STATEMENTS` rows (a table from before they were the classical reference's alone:
+    measured under classical rules that may have changed since)."""
     parts = [part for part in (kept, calibration_table(replicates) if len(replicates) else pd.DataFrame()) if len(part)]
     if not parts:
         return pd.DataFrame()
-    return pd.concat(parts, ignore_index=True).sort_values(["control", "scenario", "reference"], kind="stable",
-                                                          ignore_index=True)
+    table = pd.concat(parts, ignore_index=True)
+    table = table[~table.layer.isin(STATEMENTS) | (table.reference == CLASSICAL_REFERENCE)]
+    return table.sort_values(["control", "scenario", "reference"], kind="stable", ignore_index=True)
 
 
 RECORD = "audit_calibration.json"  # beside the table: what the calibration measured, under which rules
@@ -517,6 +520,9 @@ RULES = {"paper": "paper", "calibrated": "calibrated", "calibrated_sd0": "calibr
 
 
 ALONE = {"L2_test_alone": "L2 test alone", "L2_permutation_alone": "L2 permutation test alone"}
+# the statements apart from the layers: GLS tests of the classical fit, whatever the reference, so their rows are the
+# classical reference's alone (under its rules version; :data:`acgate.audit.verdicts.RULES_VERSIONS`)
+STATEMENTS = ("lags differ", "lags changed")
 
 
 def calibration_table(replicates: pd.DataFrame) -> pd.DataFrame:
@@ -526,19 +532,17 @@ def calibration_table(replicates: pd.DataFrame) -> pd.DataFrame:
     calibrated with the practical spread threshold at zero. ``L2 test alone`` is the calibrated L2 test without the
     L1 and seed-agreement gates; ``L2 permutation test alone`` the test the calibrated L2 used before (the entity
     permutation without the lag-free p); ``lags differ`` the statement apart from the layers and ``lags changed``
-    the stability test (no scenario's lags change over time): one per replicate, classical GLS tests under the
-    classical reference's rules version, so their rows are the classical reference's where it ran in the scenario
-    (else the first reference's).
+    the stability test (no scenario's lags change over time): one per replicate, GLS tests of the classical fit
+    under the classical reference's rules version, so the classical reference's rows alone have them
+    (:data:`STATEMENTS`).
     L2's truth is the replicates' ``l2_truth`` where they record one (a panel-matched scenario whose lags follow the
     proxies but not the stratifier), else the control's."""
     rows = []
     columns = [(label, layer, f"{rule}_{layer}") for rule, label in RULES.items() for layer in LAYERS]
     columns += [("calibrated", label, column) for column, label in ALONE.items()]
-    statements = [("calibrated", "lags differ", "lags_differ"), ("calibrated", "lags changed", "lags_changed")]
-    speaker = {scenario: CLASSICAL_REFERENCE if (g.reference == CLASSICAL_REFERENCE).any() else g.reference.iloc[0]
-               for scenario, g in replicates.groupby("scenario", sort=False)}
+    statements = [("calibrated", layer, layer.replace(" ", "_")) for layer in STATEMENTS]
     for (scenario, reference), g in replicates.groupby(["scenario", "reference"], sort=False):
-        for rule, layer, column in columns + (statements if reference == speaker[scenario] else []):
+        for rule, layer, column in columns + (statements if reference == CLASSICAL_REFERENCE else []):
             if column not in g:  # replicates from before the column
                 continue
             supported = int((g[column] == "supported").sum())

@@ -353,14 +353,13 @@ def lags_text(lags: float) -> str:
 def false_alarms(table: pd.DataFrame, references: list[str]) -> dict | None:
     """How often the stability test's warning ("lags changed", :func:`acgate.audit.verdicts.lags_changed`) appeared
     on a study's surrogates (``table``: its rows per scenario, rule and layer), none of whose lags change over time:
-    pooled over every scenario, and its worst scenario, with 95 % Clopper-Pearson intervals. One test for both
-    references: the rows of the classical reference where it is among ``references`` (those measured under their
-    current rules), else of the first of them that has rows; None where none has."""
-    rows = table[(table.rule == "calibrated") & (table.layer == "lags changed") & table.reference.isin(references)]
-    if rows.empty:
+    pooled over every scenario, and its worst scenario, with 95 % Clopper-Pearson intervals. A test of the classical
+    fit (:data:`acgate.audit.calibration.STATEMENTS`): the classical reference's rows where it is among
+    ``references`` (those measured under their current rules); None otherwise."""
+    rows = table[(table.rule == "calibrated") & (table.layer == "lags changed")
+                 & (table.reference == CLASSICAL_REFERENCE)]
+    if rows.empty or CLASSICAL_REFERENCE not in references:
         return None
-    rows = rows[rows.reference == (CLASSICAL_REFERENCE if (rows.reference == CLASSICAL_REFERENCE).any()
-                                   else rows.reference.iloc[0])]
     x, n = int(rows.supported.sum()), int(rows.replicates.sum())
     return {"false_support": {"supported": x, "replicates": n, "ci": _interval(x, n)}, "worst_null": _worst_null(rows)}
 

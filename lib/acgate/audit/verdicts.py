@@ -62,7 +62,7 @@ from acgate.statistics import (
 # study keeps the rates of a reference whose rules are unchanged. Raise a reference's version with any change to one
 # of its rules or to what they read; raise both with a change to what both read (the circularity guards, L0's
 # comparisons). The lags-differ statement and the stability test are GLS tests of the classical fit, and their rates
-# are read from the classical reference's rows: a change to them raises its version alone
+# are the classical reference's rows alone (acgate.audit.calibration.STATEMENTS): a change to them raises its version
 RULES_VERSIONS = {"acgate": 6, "moderated_dl": 10}
 VERDICTS = ("supported", "not certified", "ruled out", "not claimed")
 LAYERS = ("L0", "L1", "L2", "L3")

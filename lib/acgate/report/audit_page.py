@@ -171,7 +171,7 @@ def rates_at_a_glance(result: AuditResult, references: list[str]) -> pd.DataFram
                                                 else "not measured: a forecast comparison, which the surrogates "
                                                      "(built for the lag statements) do not test" for layer in LAYERS]
                           for r in references}, index=[f"{layer} {LAYER_TITLES[layer]}" for layer in LAYERS])
-    table.loc["lags differ at all"] = said(lags_differ_rate(rates), references[0]) if rates else said(None, "")
+    table.loc["lags differ at all"] = said(lags_differ_rate(rates), CLASSICAL_REFERENCE) if rates else said(None, "")
     return table
 
 

@@ -322,10 +322,11 @@ def replicate_counts(shown: pd.DataFrame) -> dict[str, str]:
 
 def calibration_figure(table: pd.DataFrame):
     """Share of replicates "supported" with its 95 % interval, per scenario, for L1, L2, L3 and the lags-differ
-    statement: AC-GATE under the paper's rules, the calibrated ones and the calibrated ones with the practical spread
-    threshold at zero, and the moderated distributed lag under the calibrated ones; a grey cross marks the right
-    answer (0 or 1); negative controls above the line, positive controls below, each row labelled with its replicate
-    count. At a page's width in one font size, with no title: its caption is the notebook's and docs/results.md's."""
+    statement (the classical reference's alone): AC-GATE under the paper's rules, the calibrated ones and the
+    calibrated ones with the practical spread threshold at zero, and the moderated distributed lag under the
+    calibrated ones; a grey cross marks the right answer (0 or 1); negative controls above the line, positive
+    controls below, each row labelled with its replicate count. At a page's width in one font size, with no title:
+    its caption is the notebook's and docs/results.md's."""
     size = 7.5  # pt, every text of the figure
     layers = ("L1", "L2", "L3", "lags differ")
     shown = table[table.layer.isin(layers)]

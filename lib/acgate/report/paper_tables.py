@@ -240,8 +240,9 @@ MATCHED_COLUMN = "panel-matched nulls supported"  # verdict_table: a data domain
 
 
 def _nulls_supported(result: domain_audit.AuditResult, reference: str) -> str:
-    """How often the calibrated L1, L2 and the lags-differ statement said "supported" on the null surrogates of the
-    domain's panel-matched study ("L1 0/120, L2 0/120, lags differ 60/60"); empty without a current study."""
+    """How often the calibrated L1, L2 and the lags-differ statement (the classical reference's alone) said
+    "supported" on the null surrogates of the domain's panel-matched study ("L1 0/120, L2 0/120, lags differ 3/120");
+    empty without a current study."""
     rates = result.error_rates.get("error_rates", {}).get(reference, {})
     return ", ".join(f"{layer} {rates[layer]['false_support']['supported']}/"
                      f"{rates[layer]['false_support']['replicates']}"
