@@ -62,7 +62,7 @@ def readme_sentences() -> list[str]:
             f"It falsely supports in at most {worst} of {per_scenario} surrogates of any null class",
             f"in {yard['economics'].calibrated_l1['effect_size']} of {yard['economics'].replicates['effect_size']} "
             f"economics ({both[0]} of {both[1]} with {later.replicates.iloc[0]} more, {100 * both[0] / both[1]:.1f} %, "
-            f"{100 * interval.low:.1f}-{100 * interval.high:.1f} %: slightly above its level) and "
+            f"{100 * interval.low:.1f}-{100 * interval.high:.1f} %) and "
             f"{yard['energy'].calibrated_l1['effect_size']} of "
             f"{yard['energy'].replicates['effect_size']} energy surrogates",
             f"it detects {power(yard['economics'])} on economics",
