@@ -84,6 +84,29 @@ def test_proxy_shuffle_domain_permutes_and_records(example, tmp_path):
     assert prep.training_digest(original, params, 0) == original.digest()
 
 
+def test_proxy_shuffle_lag_tests_read_a_seeds_permutation(example, tmp_path):
+    """The classical L1's lag tests of a proxy-shuffle twin test its first seed's shuffled proxies, as that seed's runs
+    were trained on them, not the saved panel's (the original domain's tests)."""
+    params, _ = example
+    twin = dataclasses.replace(params, domain="example_shuffle",
+                               data=dataclasses.replace(params.data, proxy_shuffle=True))
+    long, source = prep.load_long(twin, ROOT)
+    prep.save(prep.prepare(long, twin, source), tmp_path / "data" / "processed" / twin.domain, {})
+    for seed in (0, 1):
+        runner.run_method(prep.panel_for_training(twin, seed, tmp_path / "data"), twin, "moderated_dl", seed,
+                          tmp_path / "runs", lambda s: None)
+    result = audit.audit_domain(twin, tmp_path / "runs", tmp_path / "data", 2, ["moderated_dl"])
+    columns = ["p_vs_entity_scaled", "p_vs_shared", "f_vs_shared", "differ_p"]
+
+    def tests_of(panel):
+        return audit.lag_tests({0: panel}, [], twin.model.max_lag, twin.audit, False)[0][columns]
+
+    assert len(result.lag_tests) == 1 and result.lag_tests.seed.iloc[0] == 0
+    np.testing.assert_allclose(result.lag_tests[columns], tests_of(prep.panel_for_training(twin, 0, tmp_path / "data")))
+    saved = Panel.load(tmp_path / "data" / "processed" / twin.domain)
+    assert result.lag_tests.f_vs_shared.iloc[0] != tests_of(saved).f_vs_shared.iloc[0]
+
+
 def test_missing_processed_panel_says_what_to_run(example, tmp_path):
     params, _ = example
     with pytest.raises(FileNotFoundError, match="run notebooks/01_data_prep.py"):

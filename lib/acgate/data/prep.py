@@ -429,19 +429,19 @@ def panel_for_training(params: Params, seed: int, data_root: Path) -> Panel:
     01_data_prep) with, for proxy-shuffle domains, this seed's permutation applied and recorded in ``panel.meta``."""
     if params.synthetic is not None:
         return load_or_simulate(params, seed, data_root)
-    return _of_seed(prepared_panel(params, data_root), params, seed)
+    return as_trained(prepared_panel(params, data_root), params, seed)
 
 
 def training_digest(panel: Panel, params: Params, seed: int) -> str:
     """The panel digest a current run of ``seed`` records, from its domain's ``panel`` as saved (a synthetic seed's,
     or the processed panel): that of :func:`panel_for_training`'s panel, whose proxies a proxy-shuffle domain
     permutes per seed."""
-    return _of_seed(panel, params, seed).digest()
+    return as_trained(panel, params, seed).digest()
 
 
-def _of_seed(panel: Panel, params: Params, seed: int) -> Panel:
-    """``panel`` as a run of ``seed`` is given it: for a proxy-shuffle domain, with this seed's permutation of the
-    proxies applied and recorded in ``panel.meta``."""
+def as_trained(panel: Panel, params: Params, seed: int) -> Panel:
+    """``panel`` (its domain's processed panel, as saved) as a run of ``seed`` is given it: for a proxy-shuffle
+    domain, with this seed's permutation of the proxies applied and recorded in ``panel.meta``."""
     if params.synthetic is None and params.data.proxy_shuffle:
         panel, permutation = panel.with_shuffled_proxies(seed, PROXY_SHUFFLE_SALT)
         panel.meta["proxy_permutation"] = [str(e) for e in panel.entities[permutation]]
