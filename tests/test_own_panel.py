@@ -102,6 +102,10 @@ def test_proxy_shuffle_lag_tests_read_a_seeds_permutation(example, tmp_path):
         return audit.lag_tests({0: panel}, [], twin.model.max_lag, twin.audit, False)[0][columns]
 
     assert len(result.lag_tests) == 1 and result.lag_tests.seed.iloc[0] == 0
+    assert np.isfinite(result.lag_tests[columns].to_numpy()).all()
+    # the GLS fit's k* stands for both seeds, so the classical reference's L2 has its seed-pooled test
+    fitted = result.l2_summary.query("method == 'moderated_dl_gls'")
+    assert len(fitted) and (fitted.seeds_tested == 2).all() and np.isfinite(fitted.alignment_p).all()
     np.testing.assert_allclose(result.lag_tests[columns], tests_of(prep.panel_for_training(twin, 0, tmp_path / "data")))
     saved = Panel.load(tmp_path / "data" / "processed" / twin.domain)
     assert result.lag_tests.f_vs_shared.iloc[0] != tests_of(saved).f_vs_shared.iloc[0]

@@ -467,9 +467,11 @@ def audit_domain(params: Params, runs_root: Path, data_root: Path, seeds: int = 
     l0 = pd.DataFrame([{"seed": seed, "method": method, **forecast_metrics(g.y.to_numpy(), g.y_hat.to_numpy(),
                                                                            g.time.to_numpy())}
                        for (seed, method), g in scored.groupby(["seed", "method"], sort=False)])
-    # a proxy-shuffle domain's lag tests read one seed's permutation of the proxies (tested_panels)
-    tested, together = (tested_panels(panels, params), False) if params.kind == "proxy_shuffle" else (panels, shared)
-    tests, fitted = lag_tests(tested, runs, params.model.max_lag, cfg, together)
+    if params.kind == "proxy_shuffle":  # one seed's permutation (tested_panels); its GLS fit stands for every seed
+        tests, fitted = lag_tests(tested_panels(panels, params), runs, params.model.max_lag, cfg, False)
+        fitted = [dataclasses.replace(run, seed=seed) for run in fitted for seed in panels]
+    else:
+        tests, fitted = lag_tests(panels, runs, params.model.max_lag, cfg, shared)
     l1 = _l1(runs, cfg)
     info = {seed: EntityInfo.from_panel(panel) for seed, panel in panels.items()}
     proxy_names = {p for e in info.values() for p in e.proxies.columns}
@@ -699,7 +701,8 @@ def tested_panels(panels: dict[int, Panel], params: Params) -> dict[int, Panel]:
     """The panel the lag tests of a proxy-shuffle domain read: its first seed's, with that seed's permutation of the
     proxies (:func:`acgate.data.prep.as_trained`), as its runs trained on it. One permutation alone: the seeds' are
     draws of one null on the same targets, so their p are not independent and Fisher's combination over them would
-    not hold its level; the tests of the saved panel would be the original domain's, proxies and all."""
+    not hold its level; the tests of the saved panel would be the original domain's, proxies and all. Its GLS fit's
+    k* stands for every seed, as one shared panel's does (the classical reference's L2 pools it over the seeds)."""
     return {seed: prep.as_trained(panels[seed], params, seed) for seed in sorted(panels)[:1]}
 
 
