@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from acgate.audit import domain_audit as audit
+from acgate.audit import lag_tests
 from acgate.config import load_params
 from acgate.data import prep
 from acgate.data.example import write_example
@@ -99,7 +100,7 @@ def test_proxy_shuffle_lag_tests_read_a_seeds_permutation(example, tmp_path):
     columns = ["p_vs_entity_scaled", "p_vs_shared", "f_vs_shared", "differ_p"]
 
     def tests_of(panel):
-        return audit.lag_tests({0: panel}, [], twin.model.max_lag, twin.audit, False)[0][columns]
+        return lag_tests.table({0: panel}, [], twin.model.max_lag, twin.audit, False)[0][columns]
 
     assert len(result.lag_tests) == 1 and result.lag_tests.seed.iloc[0] == 0
     assert np.isfinite(result.lag_tests[columns].to_numpy()).all()

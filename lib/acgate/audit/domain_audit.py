@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from acgate import statistics
-from acgate.audit import gls, noise, verdicts
+from acgate.audit import lag_tests, verdicts
 from acgate.audit.run_folders import (
     EXCLUDED_COLUMNS,
     NOT_ASKED,
@@ -49,10 +49,8 @@ from acgate.audit.run_folders import (
 )
 from acgate.config import AuditConfig, Params
 from acgate.data import prep, sources
-from acgate.data.panel import Normalisers, Panel
+from acgate.data.panel import Panel
 from acgate.models.baselines import persistence
-from acgate.models.classical import lag_profile, moderators
-from acgate.models.lags import effective_lag, lag_frame
 from acgate.models.metrics import TRUTHS, forecast_metrics, l3_recovery
 from acgate.runs import write_csv, write_json
 
@@ -467,11 +465,7 @@ def audit_domain(params: Params, runs_root: Path, data_root: Path, seeds: int = 
     l0 = pd.DataFrame([{"seed": seed, "method": method, **forecast_metrics(g.y.to_numpy(), g.y_hat.to_numpy(),
                                                                            g.time.to_numpy())}
                        for (seed, method), g in scored.groupby(["seed", "method"], sort=False)])
-    if params.kind == "proxy_shuffle":  # one seed's permutation (tested_panels); its GLS fit stands for every seed
-        tests, fitted = lag_tests(tested_panels(panels, params), runs, params.model.max_lag, cfg, False)
-        fitted = [dataclasses.replace(run, seed=seed) for run in fitted for seed in panels]
-    else:
-        tests, fitted = lag_tests(panels, runs, params.model.max_lag, cfg, shared)
+    tests, fitted = lag_tests.of_domain(panels, runs, params, shared)
     l1 = _l1(runs, cfg)
     info = {seed: EntityInfo.from_panel(panel) for seed, panel in panels.items()}
     proxy_names = {p for e in info.values() for p in e.proxies.columns}
@@ -674,108 +668,6 @@ def _at_edge(lags: pd.DataFrame) -> float:
     if omega.shape[1] < 2 or not usable.any():
         return float("nan")
     return float(np.mean(np.argmax(omega[usable], axis=1) == omega.shape[1] - 1))
-
-
-def tested_design(panel: Panel, max_lag: int, alpha: float
-                  ) -> tuple[gls.LagDesign, np.ndarray, gls.ErrorModel, dict] | None:
-    """What :func:`lag_tests` fits on ``panel``: its GLS design (with the common shock, :func:`acgate.audit.gls.
-    with_common_shocks`, where Pesaran's CD of the residuals rejects at ``alpha``), its moderators, its error model
-    and the common-shock row (:func:`acgate.audit.noise.common_shocks`); None where no target step has a full lag
-    window."""
-    design = gls.lag_design(panel, max_lag)
-    if not design.rows.any():
-        return None
-    q = moderators(Normalisers.fit(panel).P.transform(panel.P), shared=False)
-    shocks = noise.common_shocks(design, q)
-    # the entities share shocks: every test's fits take out each entity's loading on them
-    shocked = gls.with_common_shocks(design) if shocks["cd_p"] < alpha else design
-    return shocked, q, gls.error_model(design), shocks
-
-
-def lag_tests_rng(cfg: AuditConfig, seed: int) -> np.random.Generator:
-    """The random stream of :func:`lag_tests` on the panel of ``seed``."""
-    return np.random.default_rng([cfg.permutation_seed, 20_000, seed])
-
-
-def tested_panels(panels: dict[int, Panel], params: Params) -> dict[int, Panel]:
-    """The panel the lag tests of a proxy-shuffle domain read: its first seed's, with that seed's permutation of the
-    proxies (:func:`acgate.data.prep.as_trained`), as its runs trained on it. One permutation alone: the seeds' are
-    draws of one null on the same targets, so their p are not independent and Fisher's combination over them would
-    not hold its level; the tests of the saved panel would be the original domain's, proxies and all. Its GLS fit's
-    k* stands for every seed, as one shared panel's does (the classical reference's L2 pools it over the seeds)."""
-    return {seed: prep.as_trained(panels[seed], params, seed) for seed in sorted(panels)[:1]}
-
-
-def lag_tests(panels: dict[int, Panel], runs: list[Run], max_lag: int, cfg: AuditConfig, shared: bool
-              ) -> tuple[pd.DataFrame, list[Run]]:
-    """The in-sample lag tests under the panel's own error model (:mod:`acgate.audit.gls`), one row per seed's panel
-    (one for all where the seeds share their panel): the seed, the columns of :data:`acgate.audit.gls.
-    INTERACTION_COLUMNS` (do the proxies hold the lags: the calibrated L1 of the classical reference, with
-    ``audit.permutations`` proxy permutations), the shape of the fit's curves by feature (:func:`feature_curves`),
-    ``kstar_agreement`` (the median Spearman between the k* of the
-    panel's moderated_dl runs and the GLS fit's, reported beside L1) and the columns of
-    :data:`acgate.audit.gls.SHAPE_COLUMNS` prefixed ``differ_`` (do the lags differ at all: the lags-differ
-    statement), ``cd``, ``cd_p`` and ``common_share`` (do the entities share shocks:
-    :func:`acgate.audit.noise.common_shocks`; where Pesaran's CD rejects at alpha, the L1 test takes out each entity's
-    loading on the cross-sectional mean of the target, :func:`acgate.audit.gls.with_common_shocks`, in every test
-    of the table), and the columns
-    of :data:`acgate.audit.gls.STABILITY_COLUMNS` prefixed ``stable_`` (do the lags hold over time: evidence only,
-    :func:`acgate.audit.verdicts.lags_changed`; ``stable_first_late`` the first time of the late half). With the table,
-    the GLS fit's k* of every seed's panel as runs of method :data:`acgate.audit.verdicts.GLS_FIT` (no forecasts),
-    which the classical reference's L2 stratifies."""
-    rows, fitted = [], []
-    for seed, panel in (list(panels.items())[:1] if shared else panels.items()):
-        tested = tested_design(panel, max_lag, cfg.alpha)
-        if tested is None:
-            rows.append({"seed": seed, "note": "no observed target step with a full lag window"})
-            continue
-        shocked, q, errors, shocks = tested
-        rng = lag_tests_rng(cfg, seed)
-        interaction, curves = gls.interaction_test(shocked, q, errors, cfg.permutations, rng)
-        lags = lag_frame(panel, lag_profile(curves), "GLS fit (in-sample, AR(1) errors)")
-        mine = [r for r in runs if r.method == verdicts.CLASSICAL_REFERENCE and (shared or r.seed == seed)]
-        differ = gls.shape_test(shocked, errors, gls.SHAPE_DRAWS, rng)
-        stable = gls.stability_test(shocked, q, errors, gls.STABILITY_DRAWS, rng)
-        step = stable.pop("first_late_step")
-        stable["first_late"] = panel.times[max_lag + step] if len(panel.times) > max_lag + step else None
-        rows.append({"seed": seed, **interaction, **feature_curves(curves, panel.feature_names),
-                     "kstar_agreement": _agreement(lags, mine),
-                     **{f"differ_{k}": v for k, v in differ.items()}, **shocks,
-                     **{f"stable_{k}": v for k, v in stable.items()}})
-        if np.isfinite(lags.kstar).all():
-            fitted += [Run(s, verdicts.GLS_FIT, {}, lags, pd.DataFrame()) for s in (panels if shared else [seed])]
-    return pd.DataFrame(rows, columns=LAG_TEST_COLUMNS), fitted
-
-
-def feature_curves(curves: np.ndarray, names: list[str]) -> dict:
-    """What the features' lag curves (N, F, K) of the moderated GLS fit look like, pooled over the entities: each
-    feature's k* (of the part of its mean curve along the sign of its total effect), as text ("name k*; ..."), the
-    spread of those k* (max - min, in lags) and the largest share of a feature's mean curve (absolute weight) that
-    runs against its sign. A curve that changes sign along the lags, or features whose lags differ, is what one
-    positive lag distribution for every feature (AC-GATE's gate) cannot hold."""
-    if not np.isfinite(curves).all():
-        return {"feature_kstar": "", "feature_kstar_range": np.nan, "against_sign_share": np.nan}
-    pooled = curves.mean(axis=0)  # (F, K)
-    sign = np.where(pooled.sum(axis=1) < 0, -1.0, 1.0)[:, None]
-    weight = np.abs(pooled).sum(axis=1)
-    against = np.clip(-sign * pooled, 0, None).sum(axis=1) / np.where(weight > 0, weight, 1.0)
-    kstar = effective_lag(lag_profile(pooled[:, None, :] * sign[:, :, None]))  # each feature as its own "entity"
-    return {"feature_kstar": "; ".join(f"{name} {k:.2f}" for name, k in zip(names, kstar, strict=True)),
-            "feature_kstar_range": float(np.ptp(kstar)), "against_sign_share": float(against.max())}
-
-
-LAG_TEST_COLUMNS = ["seed", *gls.INTERACTION_COLUMNS, "feature_kstar", "feature_kstar_range", "against_sign_share",
-                    "kstar_agreement",
-                    *(f"differ_{c}" for c in gls.SHAPE_COLUMNS), "cd", "cd_p", "common_share",
-                    *(f"stable_{c}" if c != "first_late_step" else "stable_first_late" for c in gls.STABILITY_COLUMNS)]
-
-
-def _agreement(lags: pd.DataFrame, runs: list[Run]) -> float:
-    """The median over ``runs`` of the Spearman correlation between each run's k* and the k* of ``lags`` (a lag
-    table), on the entities both have (NaN without a run)."""
-    fitted = lags.set_index("entity").kstar
-    pairs = [pd.concat([fitted, r.lags.set_index("entity").kstar], axis=1, join="inner").dropna() for r in runs]
-    return float(np.median([statistics.spearman(*pair.to_numpy().T) for pair in pairs])) if pairs else np.nan
 
 
 def _l3(runs: list[Run]) -> pd.DataFrame:

@@ -502,7 +502,7 @@ def calibrated_verdicts(cfg: AuditConfig, l1: pd.DataFrame, heldout: pd.DataFram
         Whether every seed has the same entities and targets (one real panel): L0 then warns that the Wilcoxon over
         seeds measures training randomness only.
     lag_tests : pandas.DataFrame or None, default None
-        The audit's in-sample GLS lag tests (``acgate.audit.domain_audit.lag_tests``), one row per panel, with
+        The audit's in-sample GLS lag tests (:func:`acgate.audit.lag_tests.table`), one row per panel, with
         columns p_vs_entity_scaled, p_vs_shared, kstar_sd and note; read by the classical reference's L1 (None or
         empty: not testable).
     kstar_by_entity : pandas.DataFrame or None, default None

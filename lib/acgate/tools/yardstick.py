@@ -7,7 +7,7 @@ show the calibrated rule shows.
                                                      # 400 more effect_size surrogates, after an earlier run's 200
 
 For each surrogate of the panel-matched study (:mod:`acgate.audit.panel_matched`, the same seeds a study draws) it
-runs the in-sample lag tests the audit runs (:func:`acgate.audit.domain_audit.tested_design`, the same random
+runs the in-sample lag tests the audit runs (:func:`acgate.audit.lag_tests.tested_design`, the same random
 stream) and reads the classical reference's calibrated L1 from them: both p below alpha and the GLS fit's sd(k*)
 above ``audit.practical_sd`` (the lag tests alone: no training, so no run can rule it out as degenerate), and each
 of its two tests alone. Beside them, the yardstick: the GLS F statistics of the same two tests with the surrogates'
@@ -41,7 +41,7 @@ import pandas as pd
 from scipy import stats
 
 from acgate import processes
-from acgate.audit import domain_audit, gls, panel_matched, surrogates
+from acgate.audit import gls, lag_tests, panel_matched, surrogates
 from acgate.config import load_params
 from acgate.data.prep import prepared_panel
 from acgate.layout import project_root
@@ -55,13 +55,13 @@ POWER = ("proxy_lags_half", "proxy_lags_one", "proxy_lags_two")
 def surrogate_row(source: surrogates.Source, name: str, replicate: int, cfg) -> dict:
     """The lag tests of one surrogate, the calibrated L1 they give, and the yardstick's F and p."""
     panel = surrogates.draw(source, name, panel_matched.surrogate_seed(name, replicate))
-    tested = domain_audit.tested_design(panel, source.max_lag, cfg.alpha)
+    tested = lag_tests.tested_design(panel, source.max_lag, cfg.alpha)
     if tested is None:
         raise ValueError(f"surrogate {replicate} of {name}: no target step with a full lag window")
     design, q, errors, _ = tested
-    row, _ = gls.interaction_test(design, q, errors, cfg.permutations, domain_audit.lag_tests_rng(cfg, 0))
+    row, _ = gls.interaction_test(design, q, errors, cfg.permutations, lag_tests.stream(cfg, 0))
     known = replace(errors, rho=source.rho)
-    oracle, _ = gls.interaction_test(design, q, known, 0, domain_audit.lag_tests_rng(cfg, 0), draws=0)
+    oracle, _ = gls.interaction_test(design, q, known, 0, lag_tests.stream(cfg, 0), draws=0)
     scaled_df = oracle["rows"] - oracle["entities"] * (1 + design.U.shape[2]) - oracle["df_vs_entity_scaled"]
     return {"scenario": name, "replicate": replicate, "rho": row["rho"], "true_rho": source.rho,
             "p_vs_entity_scaled": row["p_vs_entity_scaled"], "p_vs_shared": row["p_vs_shared"],
