@@ -23,8 +23,9 @@ variance; 0.05 or less on the real panels' surrogates, whose lags hold 5-16 % of
   squares on f over its observed steps. It takes economics' CD from 18.8 to -2.9 and energy's from 7.7 to -1.1; the
   leading principal components of these short, persistent residuals are smooth trend shapes instead, that hold a
   third to a half of their variance (Ahn and Horenstein's eigenvalue ratio picks 2 on economics) and leave CD at 12.
-  ``factor_share`` is the share of the residuals' variance (each entity's scaled to sd 1) the common part holds. The
-  surrogates carry the panel's own common shocks, f_t as it was, with each entity's loading.
+  ``factor_share`` is the share of the residuals' variance (each entity's scaled to sd 1) the common part holds:
+  22 % on economics, 28 % on energy. The surrogates carry the panel's own common shocks, f_t as it was, with each
+  entity's loading.
 - rho, of the idiosyncratic part u (the own fit's residuals once each entity's common part is taken out of its
   target): the pooled AR(1) of each entity's u scaled to sd 1, debiased by indirect inference: the same statistic
   computed on simulated AR(1) noise (:data:`DRAWS` panels of at most :data:`SIMULATED` of its entities, each at its
@@ -193,9 +194,8 @@ def _statistic(values: np.ndarray, rows: np.ndarray) -> np.ndarray:
 
 def _factors(residual: np.ndarray, rows: np.ndarray, cd: dict) -> tuple[np.ndarray, np.ndarray, float]:
     """The common factor (1, S) of the residuals where Pesaran's CD (``cd``) rejects their independence at
-    :data:`CD_ALPHA`
-    (none, (0, S), otherwise), each entity's loading on it (N, 1 or 0), and the share of the scaled residuals'
-    variance it holds (module docstring)."""
+    :data:`CD_ALPHA` (none, (0, S), otherwise), each entity's loading on it (N, 1 or 0), and the share of the scaled
+    residuals' variance it holds: what each entity's least squares on the factor explains (module docstring)."""
     n, s = residual.shape
     if not cd["p"] < CD_ALPHA:
         return np.zeros((0, s)), np.zeros((n, 0)), 0.0
@@ -204,7 +204,7 @@ def _factors(residual: np.ndarray, rows: np.ndarray, cd: dict) -> tuple[np.ndarr
     solve = np.linalg.pinv(F)  # (N, 1, S)
     loadings = np.einsum("nks,ns->nk", solve, residual)
     scaled = _scaled(residual[None], rows)[0]
-    left = scaled - np.einsum("nsk,nks,ns->ns", F, solve, scaled)
+    left = scaled - np.einsum("nsk,nk->ns", F, np.einsum("nks,ns->nk", solve, scaled))
     return factor[None], loadings, float(1 - np.sum(left**2) / np.sum(scaled**2))
 
 
