@@ -16,7 +16,7 @@ import yaml
 from scipy import stats
 
 from acgate import runs, statistics
-from acgate.audit import calibration, gls, noise, panel_matched, surrogates, verdicts
+from acgate.audit import calibration, gls, lag_tests, noise, panel_matched, surrogates, verdicts
 from acgate.config import load_params
 from acgate.data import prep
 from acgate.data.example import write_example
@@ -621,6 +621,27 @@ def test_the_l1_warns_where_the_entities_share_shocks(example, source):
     warning = verdicts.common_shock_warning(0.05, tests)
     assert len(warning) == 1 and "the entities share shocks: Pesaran's CD" in warning[0]
     assert verdicts.common_shock_warning(0.05, tests.iloc[1:]) == []
+
+
+def test_the_audit_checks_what_the_tests_gls_fit_leaves_for_shared_shocks(example, source):
+    """Pesaran's CD of the residuals of the classical L1's unrestricted GLS fit (the tests' own assumption of
+    independent entities, which the audit did not check), against numpy's least squares on the explicit regressors
+    (every lag times every moderator, on the quasi-differenced, scaled series less each entity's least squares on the
+    shock). A panel whose entities share one shock leaves little once the tests take out each entity's loading on the
+    target's mean (CD over 10 before, under 3 after); left in, the shock stays; the warning reports it."""
+    params, _, _ = example
+    panel = common_shock_panel(source)
+    design, q, errors, shocks = lag_tests.tested_design(panel, params.model.max_lag, 0.05)
+    assert design.common is not None and shocks["cd"] > 10 and abs(shocks["cd_gls"]) < 3, shocks
+    assert noise.tested_dependence(dataclasses.replace(design, common=None), q, errors)["cd_gls"] > 10
+    U, y, _ = gls.transformed(design, errors)
+    rows = errors.rows
+    X = np.einsum("nsp,na->nspa", U, q).reshape(*y.shape, -1)
+    coef = np.linalg.lstsq(X[rows], y[rows], rcond=None)[0]
+    residual = np.where(rows, y - X @ coef, 0.0)
+    assert shocks["cd_gls"] == pytest.approx(statistics.pesaran_cd(residual, rows)["cd"], abs=1e-6)
+    warning = verdicts.common_shock_warning(0.05, pd.DataFrame([shocks]))
+    assert f"what the L1's GLS fit leaves has CD {shocks['cd_gls']:.1f}" in warning[0], warning
 
 
 def test_the_factor_share_is_what_least_squares_on_the_factor_explains():

@@ -203,23 +203,31 @@ class Moments:
 
     @classmethod
     def of(cls, design: LagDesign, errors: ErrorModel) -> Moments:
-        """The moments of ``design`` under ``errors``; with ``design.common``, of what each entity's least squares on
-        the transformed common shock leaves (the shock's loading taken out of every fit alike)."""
-        n, s, n_feat, size = design.U.shape
-        U = errors.transform(design.U).reshape(n, s, n_feat * size)
-        y = errors.transform(design.y)
-        count = errors.rows.sum(axis=1)
-        if design.common is not None:  # one more coefficient per entity: a row fewer of residual degrees of freedom
-            c = errors.transform(np.broadcast_to(design.common, design.y.shape).copy())  # (N, S)
-            cc = np.maximum(np.sum(c**2, axis=1), 1e-300)
-            y = y - c * (np.sum(c * y, axis=1) / cc)[:, None]
-            U = U - c[:, :, None] * (np.einsum("ns,nsp->np", c, U) / cc[:, None])[:, None, :]
-            count = count - 1
+        """The moments of ``design`` under ``errors`` (:func:`transformed`)."""
+        U, y, count = transformed(design, errors)
         return cls(np.einsum("nsp,nsr->npr", U, U), np.einsum("nsp,ns->np", U, y), np.sum(y**2, axis=1), count)
 
     def one(self, index: int) -> Moments:
         """The moments at ``index`` of a stack of them (:func:`_stacked`)."""
         return Moments(self.G[index], self.h[index], self.yy[index], self.count[index])
+
+
+def transformed(design: LagDesign, errors: ErrorModel) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The GLS-transformed lags U (N, S, P) and target y (N, S) of ``design`` under ``errors``, and each entity's
+    count of transformed rows (N,); with ``design.common``, what each entity's least squares on the transformed common
+    shock leaves of both (the shock's loading taken out of every fit alike: one more coefficient per entity, so a row
+    fewer of residual degrees of freedom)."""
+    n, s, n_feat, size = design.U.shape
+    U = errors.transform(design.U).reshape(n, s, n_feat * size)
+    y = errors.transform(design.y)
+    count = errors.rows.sum(axis=1)
+    if design.common is not None:
+        c = errors.transform(np.broadcast_to(design.common, design.y.shape).copy())  # (N, S)
+        cc = np.maximum(np.sum(c**2, axis=1), 1e-300)
+        y = y - c * (np.sum(c * y, axis=1) / cc)[:, None]
+        U = U - c[:, :, None] * (np.einsum("ns,nsp->np", c, U) / cc[:, None])[:, None, :]
+        count = count - 1
+    return U, y, count
 
 
 def _solve(gram: np.ndarray, moment: np.ndarray) -> np.ndarray:

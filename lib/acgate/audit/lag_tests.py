@@ -37,8 +37,8 @@ def tested_design(panel: Panel, max_lag: int, alpha: float
                   ) -> tuple[gls.LagDesign, np.ndarray, gls.ErrorModel, dict] | None:
     """What :func:`table` fits on ``panel``: its GLS design (with the common shock, :func:`acgate.audit.gls.
     with_common_shocks`, where Pesaran's CD of the residuals rejects at ``alpha``), its moderators, its error model
-    and the common-shock row (:func:`acgate.audit.noise.common_shocks`); None where no target step has a full lag
-    window."""
+    and the common-shock row (:func:`acgate.audit.noise.common_shocks`, and the CD of what the tests' GLS fit leaves,
+    :func:`acgate.audit.noise.tested_dependence`); None where no target step has a full lag window."""
     design = gls.lag_design(panel, max_lag)
     if not design.rows.any():
         return None
@@ -46,7 +46,8 @@ def tested_design(panel: Panel, max_lag: int, alpha: float
     shocks = noise.common_shocks(design, q)
     # the entities share shocks: every test's fits take out each entity's loading on them
     shocked = gls.with_common_shocks(design) if shocks["cd_p"] < alpha else design
-    return shocked, q, gls.error_model(design), shocks
+    errors = gls.error_model(design)
+    return shocked, q, errors, {**shocks, **noise.tested_dependence(shocked, q, errors)}
 
 
 def stream(cfg: AuditConfig, seed: int) -> np.random.Generator:
@@ -72,10 +73,11 @@ def table(panels: dict[int, Panel], runs: list[Run], max_lag: int, cfg: AuditCon
     ``kstar_agreement`` (the median Spearman between the k* of the
     panel's moderated_dl runs and the GLS fit's, reported beside L1) and the columns of
     :data:`acgate.audit.gls.SHAPE_COLUMNS` prefixed ``differ_`` (do the lags differ at all: the lags-differ
-    statement), ``cd``, ``cd_p`` and ``common_share`` (do the entities share shocks:
+    statement), ``cd``, ``cd_p``, ``common_share``, ``cd_gls`` and ``cd_gls_p`` (do the entities share shocks:
     :func:`acgate.audit.noise.common_shocks`; where Pesaran's CD rejects at alpha, the L1 test takes out each entity's
     loading on the cross-sectional mean of the target, :func:`acgate.audit.gls.with_common_shocks`, in every test
-    of the table), and the columns
+    of the table; do they still, in what the tests' GLS fit leaves: :func:`acgate.audit.noise.tested_dependence`),
+    and the columns
     of :data:`acgate.audit.gls.STABILITY_COLUMNS` prefixed ``stable_`` (do the lags hold over time: evidence only,
     :func:`acgate.audit.verdicts.lags_changed`; ``stable_first_late`` the first time of the late half). With the table,
     the GLS fit's k* of every seed's panel as runs of method :data:`acgate.audit.verdicts.GLS_FIT` (no forecasts),
@@ -123,7 +125,7 @@ def feature_curves(curves: np.ndarray, names: list[str]) -> dict:
 
 COLUMNS = ["seed", *gls.INTERACTION_COLUMNS, "feature_kstar", "feature_kstar_range", "against_sign_share",
            "kstar_agreement",
-           *(f"differ_{c}" for c in gls.SHAPE_COLUMNS), "cd", "cd_p", "common_share",
+           *(f"differ_{c}" for c in gls.SHAPE_COLUMNS), "cd", "cd_p", "common_share", "cd_gls", "cd_gls_p",
            *(f"stable_{c}" if c != "first_late_step" else "stable_first_late" for c in gls.STABILITY_COLUMNS)]
 
 

@@ -44,7 +44,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from acgate import statistics
-from acgate.audit.gls import LagDesign, ar1
+from acgate.audit import gls
+from acgate.audit.gls import ErrorModel, LagDesign, ar1
 from acgate.models.classical import within
 
 OWN_BASIS = 2  # each entity's own coefficients on the first functions of the lag basis (its curves' level and tilt)
@@ -117,6 +118,18 @@ def common_shocks(design: LagDesign, q: np.ndarray) -> dict:
     residual = _LagFit(design, q, own=0).residual(design.y[None])[0]
     found = _cd(residual, design.rows)
     return {"cd": found["cd"], "cd_p": found["p"], "common_share": _factors(residual, design.rows, found)[2]}
+
+
+def tested_dependence(design: LagDesign, q: np.ndarray, errors: ErrorModel) -> dict:
+    """Pesaran's CD (``cd_gls``, its ``p``: ``cd_gls_p``) of the residuals of the classical L1's unrestricted GLS fit
+    (every lag times every moderator ``q``, pooled, on the series ``errors`` quasi-differenced and scaled, with each
+    entity's loading on the common shock taken out where ``design`` has one: :func:`acgate.audit.gls.transformed`):
+    do the residuals the tests treat as independent across entities share shocks still?"""
+    U, y, _ = gls.transformed(design, errors)
+    n, s = y.shape
+    fitted = LagDesign(U.reshape(n, s, *design.U.shape[2:]), y, errors.rows, design.basis)
+    found = _cd(_LagFit(fitted, q, own=0).residual(y[None])[0], errors.rows)
+    return {"cd_gls": found["cd"], "cd_gls_p": found["p"]}
 
 
 def _cd(residual: np.ndarray, rows: np.ndarray) -> dict:

@@ -677,17 +677,22 @@ def stability_warning(alpha: float, lag_tests: pd.DataFrame) -> list[str]:
 def common_shock_warning(alpha: float, tested: pd.DataFrame) -> list[str]:
     """A warning (in a list) when the residuals of the panels' pooled lag fit share shocks (Pesaran's CD below
     ``alpha`` in any panel), which the GLS tests then took out (each entity's loading on the cross-sectional mean of
-    the target, :func:`acgate.audit.gls.with_common_shocks`): a shock whose loadings follow the proxies could pass
-    for lags that do, and what is left of it the panel-matched study's common_shock null measures."""
+    the target, :func:`acgate.audit.gls.with_common_shocks`), with the CD of what the L1's GLS fit leaves
+    (:func:`acgate.audit.noise.tested_dependence`): a shock whose loadings follow the proxies could pass for lags
+    that do, and what is left of it the panel-matched study's common_shock null measures."""
     if "cd_p" not in tested or not (tested.cd_p < alpha).any():
         return []
+    left = ""
+    if "cd_gls" in tested and tested.cd_gls.notna().any():
+        still = ": they share shocks still" if (tested.cd_gls_p < alpha).any() else ""
+        left = (f"; what the L1's GLS fit leaves has CD {tested.cd_gls.median():.1f} "
+                f"(p {format_p(float(tested.cd_gls_p.min()))}{still})")
     return [f"the entities share shocks: Pesaran's CD of the pooled lag fit's residuals {tested.cd.median():.1f} "
             f"(p {format_p(float(tested.cd_p.max()))}), a common factor (the cross-sectional mean of each step) "
             f"holding {tested.common_share.median():.0%} of their variance; the GLS tests (L1, the lags-differ "
             "statement, the stability over time) took out each entity's own loading on it (common correlated "
-            "effects), as a shock "
-            "that richer entities feel more can pass for lags that follow the proxies (the panel-matched study's "
-            "common_shock null measures how often it still does)"]
+            f"effects){left}, as a shock that richer entities feel more can pass for lags that follow the proxies "
+            "(the panel-matched study's common_shock null measures how often it still does)"]
 
 
 def lags_differ_verdict(cfg: AuditConfig, lag_tests: pd.DataFrame) -> dict:
