@@ -299,6 +299,40 @@ def test_stacked_residual_sums_are_least_squares_whatever_the_rank():
     assert np.isclose(gls._rss(grams[0], moments[0], totals[0]), expected[0], rtol=1e-9)  # one gram, no stack
 
 
+def test_long_stacks_of_small_grams_are_least_squares_whatever_the_rank():
+    """A long stack of small grams (the entities' scales of every bootstrap draw) is factorised and solved a column
+    of the whole stack at a time: each fit is still numpy's least squares on its own, for well-conditioned grams and
+    for singular ones (two identical columns, a column of zeros), which fall back to the pseudo-inverse alone."""
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(1600, 12, 3))
+    X[7, :, 2] = X[7, :, 1]
+    X[8, :, 0] = 0.0
+    y = rng.normal(size=(1600, 12))
+    found = gls._solve(X.transpose(0, 2, 1) @ X, np.einsum("bsd,bs->bd", X, y))
+    expected = np.stack([np.linalg.lstsq(X[b], y[b], rcond=None)[0] for b in range(len(X))])
+    assert np.allclose(np.einsum("bsd,bd->bs", X, found), np.einsum("bsd,bd->bs", X, expected), rtol=1e-9,
+                       atol=1e-12)
+    assert np.allclose(found[:7], expected[:7], rtol=1e-9)  # full rank: the one solution
+
+
+def test_own_residuals_are_each_entitys_least_squares_with_its_intercept_whatever_its_rows():
+    """Each entity's residuals are numpy's least squares on its own lags and an intercept over its rows, for an
+    entity with fewer rows than coefficients (rank-deficient) and one whose lag does not vary, too."""
+    rng = np.random.default_rng(5)
+    U, y = rng.normal(size=(6, 30, 4)), rng.normal(size=(6, 30))
+    rows = rng.random((6, 30)) > 0.2
+    rows[1] = False
+    rows[1, :3] = True  # three rows for five coefficients
+    U[2, :, 3] = 1.5  # a lag that does not vary: collinear with the intercept
+    residual, dof = gls.own_residuals(U, y, rows)
+    for i in range(len(U)):
+        X = np.column_stack([U[i][rows[i]], np.ones(rows[i].sum())])
+        expected = y[i][rows[i]] - X @ np.linalg.lstsq(X, y[i][rows[i]], rcond=None)[0]
+        assert np.allclose(residual[i][rows[i]], expected, atol=1e-10), i
+        assert np.all(residual[i][~rows[i]] == 0)
+    assert list(dof) == [max(int(r) - 5, 0) for r in rows.sum(axis=1)]
+
+
 def test_the_stability_f_is_statsmodels_wls_with_curves_for_each_half(small):
     """The stability test's F, written out: the quasi-differenced rows of each half with an intercept per entity and
     half, statsmodels WLS of the moderated curves shared by both halves against the curves of each half apart."""

@@ -128,7 +128,8 @@ def ar1_bias(rows: np.ndarray, regressors: np.ndarray) -> np.ndarray:
         for t in range(1, rows.shape[1]):
             noise[..., t] = rho * noise[..., t - 1] + shocks[..., t]
         centred = np.where(rows, noise - (np.where(rows, noise, 0.0).sum(axis=-1) / count)[..., None], 0.0)
-        centred -= np.einsum("nsp,npt,dnt->dns", regressors, projector, centred, optimize=True)
+        # each entity's fit to every draw at once (N, P, D): two matrix products, not an einsum's path search per rho
+        centred -= (regressors @ (projector @ centred.transpose(1, 2, 0))).transpose(2, 0, 1)
         table[i] = ar1(centred, np.broadcast_to(rows, centred.shape))
     return table
 
@@ -163,8 +164,10 @@ def own_residuals(U: np.ndarray, y: np.ndarray, rows: np.ndarray) -> tuple[np.nd
     """Each entity's residuals (N, S) of least squares on its own lags U (N, S, P) with its intercept, over its
     ``rows`` (zero elsewhere), and their degrees of freedom (N,) (count - P - 1, at least 0)."""
     X, target = within(U, rows), within(y, rows)
-    gram = np.einsum("nsp,nsr->npr", X, X)  # (N, P, P): the normal equations, solved by pseudo-inverse (rank-safe)
-    coef = np.einsum("npr,nr->np", np.linalg.pinv(gram, hermitian=True), np.einsum("nsp,ns->np", X, target))
+    # the normal equations (N, P, P) (a matrix product: einsum sums over S many times slower), by _solve: rank-safe,
+    # as an entity with few rows or a lag that does not vary needs, by Cholesky factors where the grams are well
+    # conditioned (pseudo-inverses of all of them cost far more)
+    coef = _solve(np.swapaxes(X, 1, 2) @ X, np.einsum("nsp,ns->np", X, target))
     residual = np.where(rows, target - np.einsum("nsp,np->ns", X, coef), 0.0)
     return residual, np.maximum(rows.sum(axis=1) - U.shape[2] - 1, 0)
 
@@ -230,30 +233,79 @@ def transformed(design: LagDesign, errors: ErrorModel) -> tuple[np.ndarray, np.n
     return U, y, count
 
 
+def _cholesky_solve(factor: np.ndarray, gram: np.ndarray, moment: np.ndarray) -> np.ndarray:
+    """(B, d) the solutions of the systems gram x = moment (B, d, d), (B, d), given the grams' lower Cholesky factors
+    (B, d, d): by forward and back substitution, one column of the whole stack at a time, where the stack holds d
+    systems or more (numpy has no batched triangular solve; a second factorisation by LU costs more than these d
+    steps of numpy calls on a long stack, less on a short one, which LU solves instead)."""
+    d = factor.shape[-1]
+    if len(factor) < d:
+        return np.linalg.solve(gram, moment[..., None])[..., 0]
+    pivots = np.diagonal(factor, axis1=1, axis2=2)
+    z = np.empty_like(moment)
+    for j in range(d):
+        z[:, j] = (moment[:, j] - np.einsum("bi,bi->b", factor[:, j, :j], z[:, :j])) / pivots[:, j]
+    x = np.empty_like(moment)
+    for j in reversed(range(d)):
+        x[:, j] = (z[:, j] - np.einsum("bi,bi->b", factor[:, j + 1:, j], x[:, j + 1:])) / pivots[:, j]
+    return x
+
+
+def _cholesky(gram: np.ndarray) -> np.ndarray:
+    """(B, d, d) the lower Cholesky factors of a stack of grams (B, d, d), a NaN or zero pivot where one is not
+    positive definite. By LAPACK, which raises where one is not (:class:`numpy.linalg.LinAlgError`), but column by
+    column across the stack where it holds 500 d grams or more: LAPACK's call per gram then costs more than these d
+    steps of numpy calls on the whole stack (the many entities' 2 or 3 scales of :func:`nonnegative_scales`)."""
+    d = gram.shape[-1]
+    if len(gram) < 500 * d:
+        return np.linalg.cholesky(gram)
+    factor = np.zeros_like(gram)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        for j in range(d):
+            done = factor[:, j, :j]
+            pivot = np.sqrt(gram[:, j, j] - np.einsum("bi,bi->b", done, done))
+            factor[:, j, j] = pivot
+            factor[:, j + 1:, j] = (gram[:, j + 1:, j] - np.einsum("bri,bi->br", factor[:, j + 1:, :j], done)
+                                    ) / pivot[:, None]
+    return factor
+
+
 def _solve(gram: np.ndarray, moment: np.ndarray) -> np.ndarray:
     """(..., d) the least-squares coefficients of normal equations with these gram matrices (..., d, d) and moment
-    vectors (..., d), one per leading index. Each gram is scaled to a unit diagonal and solved by LU where its
-    Cholesky factor shows it well conditioned (a pivot ratio above 1e-5), by pseudo-inverse of the scaled system
+    vectors (..., d), one per leading index. Each is solved by its gram's Cholesky factor where that shows the gram,
+    scaled to a unit diagonal, well conditioned (a pivot ratio above 1e-5), by pseudo-inverse of the scaled system
     otherwise (collinear columns: a least-squares solution all the same). A column whose diagonal is at most 1e-12 of
     its gram's largest (empty, or rounding: a feature that does not vary) gets the coefficient 0."""
+    if gram.shape[-1] == 1:  # one column (an entity's scale of one shape): the ratio, 0 where the column is empty
+        return np.where(gram[..., 0] > 0, moment / np.where(gram[..., 0] > 0, gram[..., 0], 1.0), 0.0)
     lead, d = gram.shape[:-2], gram.shape[-1]
     gram, moment = gram.reshape(-1, d, d), moment.reshape(-1, d)
-    diagonal = np.diagonal(gram, axis1=1, axis2=2)
-    used = diagonal > 1e-12 * diagonal.max(axis=1, keepdims=True)
-    scale = np.where(used, 1 / np.sqrt(np.where(used, diagonal, 1.0)), 0.0)
-    gram, moment = gram * scale[:, :, None] * scale[:, None, :], moment * scale
-    stable = used.all(axis=1)
-    try:
-        pivots = np.diagonal(np.linalg.cholesky(gram[stable]), axis1=1, axis2=2)
-        stable[stable] = np.isfinite(pivots).all(axis=1) & (pivots.min(axis=1) > 1e-5 * pivots.max(axis=1))
+    # diagonals and pivots as contiguous (d, B): numpy reduces over a short leading axis many times faster than over
+    # a short trailing one, and the stacks here are of many small grams
+    diagonal = np.diagonal(gram, axis1=1, axis2=2).T.copy()
+    used = diagonal > 1e-12 * diagonal.max(axis=0)
+    scale = np.where(used, 1 / np.sqrt(np.where(used, diagonal, 1.0)), 1.0)  # 1 for the unit columns below
+    if not used.all():  # a unit column in place of each one left out: it gets 0, the others are solved as they are
+        kept = used.T[:, :, None] & used.T[:, None, :]
+        gram, moment = np.where(kept, gram, np.eye(d)), np.where(used.T, moment, 0.0)
+    try:  # the stack at once
+        factor = _cholesky(gram)
+        # the factor of the gram scaled to a unit diagonal is this one's, its rows scaled: so are its pivots
+        pivots = np.diagonal(factor, axis1=1, axis2=2).T.copy()
+        pivots *= scale
+        stable = np.isfinite(pivots).all(axis=0) & (pivots.min(axis=0) > 1e-5 * pivots.max(axis=0))
     except np.linalg.LinAlgError:  # one of the stack is not positive definite: all by pseudo-inverse
-        stable[:] = False
+        stable = np.zeros(len(gram), dtype=bool)
     coef = np.empty_like(moment)
-    if stable.any():
-        coef[stable] = np.linalg.solve(gram[stable], moment[stable][..., None])[..., 0]
+    if stable.all():  # the usual case: nothing copied out of the stack
+        coef = _cholesky_solve(factor, gram, moment)
+    elif stable.any():
+        coef[stable] = _cholesky_solve(factor[stable], gram[stable], moment[stable])
     if not stable.all():
-        coef[~stable] = (np.linalg.pinv(gram[~stable], hermitian=True) @ moment[~stable][..., None])[..., 0]
-    return (coef * scale).reshape(*lead, d)
+        rest = scale.T[~stable]
+        scaled = gram[~stable] * (rest[:, :, None] * rest[:, None, :])
+        coef[~stable] = rest * (np.linalg.pinv(scaled, hermitian=True) @ (moment[~stable] * rest)[..., None])[..., 0]
+    return coef.reshape(*lead, d)
 
 
 def _rss(gram: np.ndarray, moment: np.ndarray, total: float | np.ndarray) -> np.ndarray:
@@ -265,12 +317,26 @@ def _rss(gram: np.ndarray, moment: np.ndarray, total: float | np.ndarray) -> np.
 def _moderated(m: Moments, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Gram (..., P Q, P Q) and moment (..., P Q) of the moderated curves' regressors (the columns of
     :func:`interactions`) for moderators q (..., N, Q): one per leading index, e.g. a stack of permutations."""
-    n, p, width = q.shape[-2], m.G.shape[1], q.shape[-1]
-    outer = (q[..., :, None] * q[..., None, :]).reshape(*q.shape[:-2], n, width * width)
-    gram = m.G.reshape(n, p * p).T @ outer  # sum_i G_i (x) q_i q_i', (..., P P, Q Q): one matrix product per stack
-    gram = gram.reshape(*q.shape[:-2], p, p, width, width)
-    gram = np.moveaxis(gram, -2, -3).reshape(*q.shape[:-2], p * width, p * width)
+    p, width = m.G.shape[1], q.shape[-1]
+    # sum_i G_i (x) q_i q_i' on the upper triangles of G_i and q_i q_i' (both symmetric): one matrix product per
+    # stack (..., P (P + 1) / 2, Q (Q + 1) / 2), a third of the full one's
+    rows_p, cols_p = np.triu_indices(p)
+    rows_q, cols_q = np.triu_indices(width)
+    upper = m.G[:, rows_p, cols_p].T @ (q[..., rows_q] * q[..., cols_q])
+    # where each entry of the gram, row (f, m) and column (g, k), lies in those triangles
+    place_p, place_q = np.empty((p, p), dtype=int), np.empty((width, width), dtype=int)
+    place_p[rows_p, cols_p] = place_p[cols_p, rows_p] = np.arange(len(rows_p))
+    place_q[rows_q, cols_q] = place_q[cols_q, rows_q] = np.arange(len(rows_q))
+    where = (place_p[:, None, :, None] * len(rows_q) + place_q[None, :, None, :]).reshape(p * width, p * width)
+    gram = upper.reshape(*q.shape[:-2], -1)[..., where]
     return gram, np.einsum("np,...nq->...pq", m.h, q).reshape(*q.shape[:-2], p * width)
+
+
+def _shape_columns(shape: np.ndarray) -> np.ndarray:
+    """(..., P, F) the shapes b (..., F, J) as the columns of a block-diagonal matrix: an entity's lags (P,) times it
+    are its regressors u_if . b_f."""
+    n_feat, size = shape.shape[-2:]
+    return (shape[..., :, :, None] * np.eye(n_feat)[:, None, :]).reshape(*shape.shape[:-2], n_feat * size, n_feat)
 
 
 def _entity_scaled(m: Moments, shape: np.ndarray) -> tuple[Moments, np.ndarray]:
@@ -280,8 +346,8 @@ def _entity_scaled(m: Moments, shape: np.ndarray) -> tuple[Moments, np.ndarray]:
     (..., N, P - F, P - F), the lags' with the target (..., N, P - F), the target's (..., N), whose sum is the
     residual sum of squares of the entity-scaled curves theta_if = s_if b_f) and the scales s (..., N, F) of that
     fit. A leading stack of ``m`` and ``shape`` (draws of a bootstrap) is fitted at once."""
-    n_feat, size = shape.shape[-2:]
-    B = (shape[..., :, :, None] * np.eye(n_feat)[:, None, :]).reshape(*shape.shape[:-2], n_feat * size, n_feat)
+    n_feat = shape.shape[-2]
+    B = _shape_columns(shape)
     W = np.linalg.svd(B, full_matrices=True)[0][..., n_feat:]  # (..., P, P - F): the directions the shapes leave
     GB = m.G @ B[..., None, :, :]  # (..., N, P, F)
     inverse = np.linalg.pinv(np.einsum("...pf,...npg->...nfg", B, GB))  # (..., N, F, F)
@@ -310,19 +376,20 @@ def nonnegative_scales(m: Moments, shape: np.ndarray) -> np.ndarray:
     lowest residual sum of squares (the constrained optimum is the unconstrained one on its own support); zero where
     no feasible one lowers it."""
     *lead, n, width, _ = m.G.shape
-    n_feat, size = shape.shape[-2:]
-    driven = np.einsum("...nfjgk,...fj,...gk->...nfg", m.G.reshape(*lead, n, n_feat, size, n_feat, size),
-                       shape, shape)  # (..., N, F, F)
-    moment = np.einsum("...nfj,...fj->...nf", m.h.reshape(*lead, n, n_feat, size), shape)
+    n_feat = shape.shape[-2]
+    B = _shape_columns(shape)[..., None, :, :]  # (..., 1, P, F): matrix products, far faster here than einsum
+    driven = np.swapaxes(B, -1, -2) @ (m.G @ B)  # (..., N, F, F)
+    moment = (m.h[..., None, :] @ B)[..., 0, :]  # (..., N, F)
     best, lowest = np.zeros((*lead, n, n_feat)), np.zeros((*lead, n))  # all zero: the sum of squares gained is 0
     for support in itertools.chain.from_iterable(itertools.combinations(range(n_feat), k)
                                                  for k in range(1, n_feat + 1)):
         on = list(support)
         scale = np.zeros((*lead, n, n_feat))
-        scale[..., on] = _solve(driven[..., on, :][..., on], moment[..., on])
+        scale[..., on] = _solve(driven[(..., *np.ix_(on, on))], moment[..., on])
         change = -np.einsum("...f,...f->...", scale, moment)  # s'Ds - 2 s'm, where D s = m on the support
         better = (scale[..., on] >= 0).all(axis=-1) & (change < lowest)
-        best[better], lowest[better] = scale[better], change[better]
+        np.copyto(best, scale, where=better[..., None])
+        np.copyto(lowest, change, where=better)
     return best
 
 
@@ -349,11 +416,15 @@ def scaled_shape(m: Moments, n_feat: int) -> np.ndarray:
     shape = shared_shape(flat, n_feat)
     moving = np.arange(len(shape))  # the fits of the stack that have not stopped: only they are stepped again
     sub = flat
+    # each entity's gram blocks of every pair of features, stacked along the entities (B, F, F, N, J J): the shapes'
+    # gram in each step is then one matrix product per pair (an einsum's sum over the entities is many times slower)
+    blocks = flat.G.reshape(-1, n, n_feat, size, n_feat, size).transpose(0, 2, 4, 1, 3, 5)
+    blocks = np.ascontiguousarray(blocks).reshape(len(shape), n_feat, n_feat, n, size * size)
     for _ in range(SHAPE_ITERATIONS):
         scale = nonnegative_scales(sub, shape[moving])
-        blocks = sub.G.reshape(len(moving), n, n_feat, size, n_feat, size)
-        gram = np.einsum("...nf,...nfjgk,...ng->...fjgk", scale, blocks, scale,
-                         optimize=True).reshape(len(moving), width, width)
+        weight = scale[..., :, None] * scale[..., None, :]  # (B, N, F, F): s_if s_ig, each entity's block's weight
+        gram = (np.moveaxis(weight, 1, -1)[..., None, :] @ blocks).reshape(len(moving), n_feat, n_feat, size, size)
+        gram = gram.transpose(0, 1, 3, 2, 4).reshape(len(moving), width, width)
         moment = np.einsum("...nf,...nfj->...fj", scale, sub.h.reshape(len(moving), n, n_feat, size))
         beta = _solve(gram, moment.reshape(len(moving), width)).reshape(len(moving), n_feat, size)
         norm = np.linalg.norm(beta, axis=-1, keepdims=True)
@@ -363,6 +434,7 @@ def scaled_shape(m: Moments, n_feat: int) -> np.ndarray:
         if not still.all():
             moving = moving[still]
             sub = Moments(sub.G[still], sub.h[still], sub.yy[still], sub.count[still])
+            blocks = blocks[still]
         if not len(moving):
             break
     return shape.reshape(*lead, n_feat, size)
