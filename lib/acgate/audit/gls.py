@@ -44,6 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
+from acgate.audit import normal_equations
 from acgate.data.panel import Normalisers, Panel
 from acgate.models.classical import (
     lag_basis,
@@ -164,10 +165,10 @@ def own_residuals(U: np.ndarray, y: np.ndarray, rows: np.ndarray) -> tuple[np.nd
     """Each entity's residuals (N, S) of least squares on its own lags U (N, S, P) with its intercept, over its
     ``rows`` (zero elsewhere), and their degrees of freedom (N,) (count - P - 1, at least 0)."""
     X, target = within(U, rows), within(y, rows)
-    # the normal equations (N, P, P) (a matrix product: einsum sums over S many times slower), by _solve: rank-safe,
+    # the normal equations (N, P, P) (a matrix product: einsum sums over S many times slower), solved rank-safe,
     # as an entity with few rows or a lag that does not vary needs, by Cholesky factors where the grams are well
     # conditioned (pseudo-inverses of all of them cost far more)
-    coef = _solve(np.swapaxes(X, 1, 2) @ X, np.einsum("nsp,ns->np", X, target))
+    coef = normal_equations.solve(np.swapaxes(X, 1, 2) @ X, np.einsum("nsp,ns->np", X, target))
     residual = np.where(rows, target - np.einsum("nsp,np->ns", X, coef), 0.0)
     return residual, np.maximum(rows.sum(axis=1) - U.shape[2] - 1, 0)
 
@@ -233,87 +234,6 @@ def transformed(design: LagDesign, errors: ErrorModel) -> tuple[np.ndarray, np.n
     return U, y, count
 
 
-def _cholesky_solve(factor: np.ndarray, gram: np.ndarray, moment: np.ndarray) -> np.ndarray:
-    """(B, d) the solutions of the systems gram x = moment (B, d, d), (B, d), given the grams' lower Cholesky factors
-    (B, d, d): by forward and back substitution, one column of the whole stack at a time, where the stack holds d
-    systems or more (numpy has no batched triangular solve; a second factorisation by LU costs more than these d
-    steps of numpy calls on a long stack, less on a short one, which LU solves instead)."""
-    d = factor.shape[-1]
-    if len(factor) < d:
-        return np.linalg.solve(gram, moment[..., None])[..., 0]
-    pivots = np.diagonal(factor, axis1=1, axis2=2)
-    z = np.empty_like(moment)
-    for j in range(d):
-        z[:, j] = (moment[:, j] - np.einsum("bi,bi->b", factor[:, j, :j], z[:, :j])) / pivots[:, j]
-    x = np.empty_like(moment)
-    for j in reversed(range(d)):
-        x[:, j] = (z[:, j] - np.einsum("bi,bi->b", factor[:, j + 1:, j], x[:, j + 1:])) / pivots[:, j]
-    return x
-
-
-def _cholesky(gram: np.ndarray) -> np.ndarray:
-    """(B, d, d) the lower Cholesky factors of a stack of grams (B, d, d), a NaN or zero pivot where one is not
-    positive definite. By LAPACK, which raises where one is not (:class:`numpy.linalg.LinAlgError`), but column by
-    column across the stack where it holds 500 d grams or more: LAPACK's call per gram then costs more than these d
-    steps of numpy calls on the whole stack (the many entities' 2 or 3 scales of :func:`nonnegative_scales`)."""
-    d = gram.shape[-1]
-    if len(gram) < 500 * d:
-        return np.linalg.cholesky(gram)
-    factor = np.zeros_like(gram)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        for j in range(d):
-            done = factor[:, j, :j]
-            pivot = np.sqrt(gram[:, j, j] - np.einsum("bi,bi->b", done, done))
-            factor[:, j, j] = pivot
-            factor[:, j + 1:, j] = (gram[:, j + 1:, j] - np.einsum("bri,bi->br", factor[:, j + 1:, :j], done)
-                                    ) / pivot[:, None]
-    return factor
-
-
-def _solve(gram: np.ndarray, moment: np.ndarray) -> np.ndarray:
-    """(..., d) the least-squares coefficients of normal equations with these gram matrices (..., d, d) and moment
-    vectors (..., d), one per leading index. Each is solved by its gram's Cholesky factor where that shows the gram,
-    scaled to a unit diagonal, well conditioned (a pivot ratio above 1e-5), by pseudo-inverse of the scaled system
-    otherwise (collinear columns: a least-squares solution all the same). A column whose diagonal is at most 1e-12 of
-    its gram's largest (empty, or rounding: a feature that does not vary) gets the coefficient 0."""
-    if gram.shape[-1] == 1:  # one column (an entity's scale of one shape): the ratio, 0 where the column is empty
-        return np.where(gram[..., 0] > 0, moment / np.where(gram[..., 0] > 0, gram[..., 0], 1.0), 0.0)
-    lead, d = gram.shape[:-2], gram.shape[-1]
-    gram, moment = gram.reshape(-1, d, d), moment.reshape(-1, d)
-    # diagonals and pivots as contiguous (d, B): numpy reduces over a short leading axis many times faster than over
-    # a short trailing one, and the stacks here are of many small grams
-    diagonal = np.diagonal(gram, axis1=1, axis2=2).T.copy()
-    used = diagonal > 1e-12 * diagonal.max(axis=0)
-    scale = np.where(used, 1 / np.sqrt(np.where(used, diagonal, 1.0)), 1.0)  # 1 for the unit columns below
-    if not used.all():  # a unit column in place of each one left out: it gets 0, the others are solved as they are
-        kept = used.T[:, :, None] & used.T[:, None, :]
-        gram, moment = np.where(kept, gram, np.eye(d)), np.where(used.T, moment, 0.0)
-    try:  # the stack at once
-        factor = _cholesky(gram)
-        # the factor of the gram scaled to a unit diagonal is this one's, its rows scaled: so are its pivots
-        pivots = np.diagonal(factor, axis1=1, axis2=2).T.copy()
-        pivots *= scale
-        stable = np.isfinite(pivots).all(axis=0) & (pivots.min(axis=0) > 1e-5 * pivots.max(axis=0))
-    except np.linalg.LinAlgError:  # one of the stack is not positive definite: all by pseudo-inverse
-        stable = np.zeros(len(gram), dtype=bool)
-    coef = np.empty_like(moment)
-    if stable.all():  # the usual case: nothing copied out of the stack
-        coef = _cholesky_solve(factor, gram, moment)
-    elif stable.any():
-        coef[stable] = _cholesky_solve(factor[stable], gram[stable], moment[stable])
-    if not stable.all():
-        rest = scale.T[~stable]
-        scaled = gram[~stable] * (rest[:, :, None] * rest[:, None, :])
-        coef[~stable] = rest * (np.linalg.pinv(scaled, hermitian=True) @ (moment[~stable] * rest)[..., None])[..., 0]
-    return coef.reshape(*lead, d)
-
-
-def _rss(gram: np.ndarray, moment: np.ndarray, total: float | np.ndarray) -> np.ndarray:
-    """The residual sums of squares of least squares with these gram matrices (..., d, d) and moment vectors (..., d),
-    the target's sum of squares ``total``: stacked, one per leading index (:func:`_solve`)."""
-    return total - np.einsum("...d,...d->...", moment, _solve(gram, moment))
-
-
 def _moderated(m: Moments, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Gram (..., P Q, P Q) and moment (..., P Q) of the moderated curves' regressors (the columns of
     :func:`interactions`) for moderators q (..., N, Q): one per leading index, e.g. a stack of permutations."""
@@ -364,7 +284,7 @@ def shared_shape(m: Moments, n_feat: int, entities: np.ndarray | None = None) ->
     """(..., F, J) the shared curve of the GLS fit (over ``entities``, a mask; all by default), each feature's curve
     scaled to norm 1 (its size goes to the entity scales); one per leading index of a stack of moments."""
     G, h = (m.G, m.h) if entities is None else (m.G[..., entities, :, :], m.h[..., entities, :])
-    beta = _solve(G.sum(axis=-3), h.sum(axis=-2))
+    beta = normal_equations.solve(G.sum(axis=-3), h.sum(axis=-2))
     beta = beta.reshape(*beta.shape[:-1], n_feat, -1)
     norm = np.linalg.norm(beta, axis=-1, keepdims=True)
     return beta / np.where(norm > 0, norm, 1.0)
@@ -385,7 +305,7 @@ def nonnegative_scales(m: Moments, shape: np.ndarray) -> np.ndarray:
                                                  for k in range(1, n_feat + 1)):
         on = list(support)
         scale = np.zeros((*lead, n, n_feat))
-        scale[..., on] = _solve(driven[(..., *np.ix_(on, on))], moment[..., on])
+        scale[..., on] = normal_equations.solve(driven[(..., *np.ix_(on, on))], moment[..., on])
         change = -np.einsum("...f,...f->...", scale, moment)  # s'Ds - 2 s'm, where D s = m on the support
         better = (scale[..., on] >= 0).all(axis=-1) & (change < lowest)
         np.copyto(best, scale, where=better[..., None])
@@ -426,7 +346,7 @@ def scaled_shape(m: Moments, n_feat: int) -> np.ndarray:
         gram = (np.moveaxis(weight, 1, -1)[..., None, :] @ blocks).reshape(len(moving), n_feat, n_feat, size, size)
         gram = gram.transpose(0, 1, 3, 2, 4).reshape(len(moving), width, width)
         moment = np.einsum("...nf,...nfj->...fj", scale, sub.h.reshape(len(moving), n, n_feat, size))
-        beta = _solve(gram, moment.reshape(len(moving), width)).reshape(len(moving), n_feat, size)
+        beta = normal_equations.solve(gram, moment.reshape(len(moving), width)).reshape(len(moving), n_feat, size)
         norm = np.linalg.norm(beta, axis=-1, keepdims=True)
         beta = np.where(norm > 0, beta / np.where(norm > 0, norm, 1.0), shape[moving])  # no entity drives it: kept
         still = np.max(np.abs(beta - shape[moving]), axis=(-2, -1)) >= 1e-10
@@ -451,7 +371,7 @@ def _f_vs_scaled(partial: Moments, q: np.ndarray, df_scaled: int, scaled_df: int
     """The GLS F statistic of the shapes' other directions moderated by q (N, Q), on what each entity's own scales of
     the shapes leave (``partial``, :func:`_entity_scaled`)."""
     rss_scaled = float(partial.yy.sum())
-    rss_both = float(_rss(*_moderated(partial, q), rss_scaled))
+    rss_both = float(normal_equations.rss(*_moderated(partial, q), rss_scaled))
     return (rss_scaled - rss_both) / df_scaled / (max(rss_both, 1e-300) / scaled_df)
 
 
@@ -524,11 +444,11 @@ def interaction_test(design: LagDesign, q: np.ndarray, errors: ErrorModel, permu
     exceed = int(np.sum(draws_f >= f_scaled * (1 - 1e-12)))
 
     total = float(m.yy.sum())
-    rss_shared = float(_rss(m.G.sum(axis=0), m.h.sum(axis=0), total))
+    rss_shared = float(normal_equations.rss(m.G.sum(axis=0), m.h.sum(axis=0), total))
 
     def f_vs_shared(moderators: np.ndarray) -> np.ndarray:
         """(B,) the F statistics against the shared curve of moderators (B, N, Q)."""
-        rss_moderated = _rss(*_moderated(m, moderators), total)
+        rss_moderated = normal_equations.rss(*_moderated(m, moderators), total)
         return (rss_shared - rss_moderated) / (p_mod - p_shared) / (np.maximum(rss_moderated, 1e-300) / residual_df)
 
     f_shared = float(f_vs_shared(q[None])[0])
@@ -701,8 +621,8 @@ def stability_test(design: LagDesign, q: np.ndarray, errors: ErrorModel, draws: 
     def statistic(early: Moments, later: Moments) -> float:
         (gram_early, moment_early), (gram_late, moment_late) = _moderated(early, q), _moderated(later, q)
         total = float(early.yy.sum() + later.yy.sum())
-        rss_one = float(_rss(gram_early + gram_late, moment_early + moment_late, total))
-        rss_apart = sum(float(_rss(*_moderated(m, q), float(m.yy.sum()))) for m in (early, later))
+        rss_one = float(normal_equations.rss(gram_early + gram_late, moment_early + moment_late, total))
+        rss_apart = sum(float(normal_equations.rss(*_moderated(m, q), float(m.yy.sum()))) for m in (early, later))
         return (rss_one - rss_apart) / p_mod / (max(rss_apart, 1e-300) / residual_df)
 
     observed = statistic(early, later)

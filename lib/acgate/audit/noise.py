@@ -44,8 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from acgate import statistics
-from acgate.audit import gls
-from acgate.audit.gls import ErrorModel, LagDesign, ar1
+from acgate.audit.gls import ErrorModel, LagDesign, ar1, transformed
 from acgate.models.classical import within
 
 OWN_BASIS = 2  # each entity's own coefficients on the first functions of the lag basis (its curves' level and tilt)
@@ -125,7 +124,7 @@ def tested_dependence(design: LagDesign, q: np.ndarray, errors: ErrorModel) -> d
     (every lag times every moderator ``q``, pooled, on the series ``errors`` quasi-differenced and scaled, with each
     entity's loading on the common shock taken out where ``design`` has one: :func:`acgate.audit.gls.transformed`):
     do the residuals the tests treat as independent across entities share shocks still?"""
-    U, y, _ = gls.transformed(design, errors)
+    U, y, _ = transformed(design, errors)
     n, s = y.shape
     fitted = LagDesign(U.reshape(n, s, *design.U.shape[2:]), y, errors.rows, design.basis)
     found = _cd(_LagFit(fitted, q, own=0).residual(y[None])[0], errors.rows)
