@@ -16,12 +16,12 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_its_lag_tests_are_the_audits_of_the_same_surrogate(example):
     """The study's replicate (trained and audited as any) and the yardstick's row of the same surrogate: the same
-    p-values, sd(k*) and calibrated L1."""
+    p-values, sd(k*), CD of what the GLS fit leaves and calibrated L1."""
     params, tmp, source = example
     record, = panel_matched.run_replicate("one_curve", 0, source, params, tmp / "study", seeds=2, neural=0)
     audited = pd.read_csv(audit_dir(tmp / "study" / "runs", "one_curve_r000") / "lag_tests.csv").iloc[0]
     row = yardstick.surrogate_row(source, "one_curve", 0, params.audit)
-    for column in ("p_vs_entity_scaled", "p_vs_shared", "kstar_sd", "rho"):
+    for column in ("p_vs_entity_scaled", "p_vs_shared", "kstar_sd", "rho", "cd_gls"):
         assert row[column] == pytest.approx(audited[column], rel=1e-9), column
     assert row["p_vs_shared"] > 1 / (params.audit.permutations + 1)  # not the floor: the permutations are the audit's
     assert row["supported"] == (record["calibrated_L1"] == "supported")
@@ -33,11 +33,12 @@ def _rows(rng: np.random.Generator, scenarios: dict[str, int]) -> pd.DataFrame:
     return pd.DataFrame({"scenario": [name for name, k in scenarios.items() for _ in range(k)],
                          "supported": rng.random(n) < 0.3, "p_vs_shared": rng.random(n),
                          "p_vs_entity_scaled": rng.random(n), "known_rho_p": rng.random(n) ** 3,
-                         "known_rho_scaled_p": rng.random(n) ** 2})
+                         "known_rho_scaled_p": rng.random(n) ** 2, "cd_gls": rng.normal(1, 2, n)})
 
 
 def test_the_summary_counts_each_test_with_its_interval():
-    """Counts below alpha and below the alpha quantile of the one_curve surrogates' p, with scipy's exact intervals."""
+    """Counts below alpha and below the alpha quantile of the one_curve surrogates' p (the only null class here),
+    with scipy's exact intervals."""
     rows = _rows(np.random.default_rng(0), {"one_curve": 40, "proxy_lags_one": 20})
     found = yardstick.summary(rows, 0.05).set_index("scenario")
     critical = np.quantile(rows.known_rho_p[:40], 0.05)
@@ -52,25 +53,47 @@ def test_the_summary_counts_each_test_with_its_interval():
     assert "known_rho_f_size_adjusted" not in yardstick.summary(rows[rows.scenario != "one_curve"], 0.05)
 
 
-def test_the_yardstick_of_both_tests_takes_each_critical_value_from_its_own_nulls():
-    """Against the entity-scaled shape the critical p is the lower alpha quantile of one_curve's and effect_size's;
-    the yardstick of the calibrated L1 rejects where both size-adjusted tests do; each calibrated test is counted."""
-    rows = _rows(np.random.default_rng(1), {"one_curve": 40, "effect_size": 60, "proxy_lags_two": 30})
+def test_the_summary_sets_the_panels_cd_among_its_surrogates():
+    """Pesaran's CD of what the tests leave: mean and sd per scenario, and how many surrogates reach the panel's."""
+    rows = _rows(np.random.default_rng(2), {"one_curve": 30, "common_shock": 25})
+    found = yardstick.summary(rows, 0.05, panel_cd=1.9).set_index("scenario")
+    for name, group in rows.groupby("scenario"):
+        cd = group.cd_gls.to_numpy()
+        assert found.loc[name, "cd_gls_mean"] == pytest.approx(cd.mean(), abs=5e-4)
+        assert found.loc[name, "cd_gls_sd"] == pytest.approx(cd.std(ddof=1), abs=5e-4)
+        assert found.loc[name, "cd_gls_at_least_panel"] == np.sum(cd >= 1.9)
+    assert "cd_gls_at_least_panel" not in yardstick.summary(rows, 0.05)  # no panel's CD given
+
+
+def test_the_yardstick_of_both_tests_takes_each_critical_value_from_all_its_nulls():
+    """Against the shared curve the critical p is the lowest alpha quantile over one_curve, common_shock and
+    noise_scale; against the entity-scaled shape over those and effect_size; the yardstick of the calibrated L1 rejects
+    where both size-adjusted tests do; each calibrated test is counted."""
+    rows = _rows(np.random.default_rng(1), {"one_curve": 40, "effect_size": 60, "common_shock": 60,
+                                            "noise_scale": 40, "proxy_lags_two": 30})
+    shock = rows.scenario == "common_shock"  # lower p there than in one_curve: this class sets the critical values
+    rows.loc[shock, ["known_rho_p", "known_rho_scaled_p"]] **= 3
     found = yardstick.summary(rows, 0.05).set_index("scenario")
-    null = rows[rows.scenario == "one_curve"]
-    shared = np.quantile(null.known_rho_p, 0.05)
-    scaled = min(np.quantile(null.known_rho_scaled_p, 0.05),
-                 np.quantile(rows.known_rho_scaled_p[rows.scenario == "effect_size"], 0.05))
+
+    def quantiles(column: str, names: tuple[str, ...]) -> list[float]:
+        return [np.quantile(rows[column][rows.scenario == name], 0.05) for name in names]
+
+    shared = min(quantiles("known_rho_p", ("one_curve", "common_shock", "noise_scale")))
+    scaled = min(quantiles("known_rho_scaled_p", ("one_curve", "common_shock", "noise_scale", "effect_size")))
+    assert shared < quantiles("known_rho_p", ("one_curve",))[0]  # not one_curve's alone
+    assert found.size_adjusted_critical_p.iloc[0] == pytest.approx(shared)
     assert found.scaled_size_adjusted_critical_p.iloc[0] == pytest.approx(scaled)
     for name, group in rows.groupby("scenario"):
         both = (group.known_rho_p < shared) & (group.known_rho_scaled_p < scaled)
+        assert found.loc[name, "known_rho_f_size_adjusted"] == (group.known_rho_p < shared).sum()
         assert found.loc[name, "known_rho_scaled_f_size_adjusted"] == (group.known_rho_scaled_p < scaled).sum()
         assert found.loc[name, "known_rho_both_size_adjusted"] == both.sum()
         assert found.loc[name, "vs_shared"] == (group.p_vs_shared < 0.05).sum()
         assert found.loc[name, "vs_entity_scaled"] == (group.p_vs_entity_scaled < 0.05).sum()
-    assert found.loc["effect_size", "known_rho_scaled_f_size_adjusted"] <= 3  # the alpha quantile of 60: at most 3
+    for name in ("one_curve", "common_shock", "noise_scale", "effect_size"):  # at most alpha in every null class
+        assert found.loc[name, "known_rho_both_size_adjusted"] <= 0.05 * found.loc[name, "replicates"]
     alone = yardstick.summary(rows[rows.scenario == "proxy_lags_two"], 0.05)
-    assert not {"known_rho_scaled_f_size_adjusted", "known_rho_both_size_adjusted"} & set(alone.columns)
+    assert not {"known_rho_f_size_adjusted", "known_rho_both_size_adjusted"} & set(alone.columns)
 
 
 def test_a_later_batch_tests_the_surrogates_after_an_earlier_runs(example):

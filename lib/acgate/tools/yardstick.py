@@ -1,7 +1,7 @@
 """The classical L1 beside the GLS F that knows rho, on surrogates of a panel: how much of what the data could
 show the calibrated rule shows.
 
-    python -m acgate.tools.yardstick economics      # 100 of one_curve, 200 of effect_size, 40 of three spreads
+    python -m acgate.tools.yardstick economics      # 100 of one_curve, 200 of each other null, 40 of three spreads
     python -m acgate.tools.yardstick energy --replicates 20 --scenarios proxy_lags_one
     python -m acgate.tools.yardstick economics --critical 0 --scenarios effect_size --nulls 400 --first 200
                                                      # 400 more effect_size surrogates, after an earlier run's 200
@@ -13,19 +13,23 @@ above ``audit.practical_sd`` (the lag tests alone: no training, so no run can ru
 of its two tests alone. Beside them, the yardstick: the GLS F statistics of the same two tests with the surrogates'
 true AR(1) coefficient (the entity scales as the tests estimate them, the panel's common shocks left in the noise):
 
-- against the shared curve, its p from the F distribution, and at a size-adjusted critical value, the alpha quantile
-  of that p over the ``one_curve`` surrogates (one lag curve for every entity), so that it rejects in alpha of them
-  by construction;
-- against the entity-scaled shape, at the alpha quantile of its F-distribution p over the null scenarios of that
-  test (``one_curve`` and ``effect_size``, where the proxies set the size of one curve), the lower of the two;
+- against the shared curve, its p from the F distribution, and at a size-adjusted critical value: the lowest alpha
+  quantile of that p over the null classes of that test measured (``one_curve``, ``common_shock`` and ``noise_scale``:
+  one lag curve for every entity), so that it rejects in at most alpha of each;
+- against the entity-scaled shape, at the lowest alpha quantile of its F-distribution p over the null classes of that
+  test (those and ``effect_size``, where the proxies set the size of one curve);
 - both size-adjusted tests together: the yardstick of the calibrated L1, which needs both.
 
 No user can run it (it knows rho and its own null distributions); it bounds what a test of the proxies' hold on the
 lags can reach on this panel, and says which of the calibrated L1's two tests loses what.
 
+Each row also records Pesaran's CD of what the L1's GLS fit leaves of the surrogate (``cd_gls``,
+:func:`acgate.audit.noise.tested_dependence`), to set the real panel's among its surrogates'.
+
 Writes ``<out>/<domain>_yardstick.csv`` (one row per surrogate), ``<out>/<domain>_yardstick_summary.csv``
-(supported / surrogates per scenario with 95 % Clopper-Pearson intervals) and ``<out>/<domain>_yardstick.json`` (the
-settings, params, git SHA, packages, machine, load average and minutes), and prints the summary.
+(supported / surrogates per scenario with 95 % Clopper-Pearson intervals; the surrogates' CD and how many reach the
+panel's) and ``<out>/<domain>_yardstick.json`` (the settings, params, git SHA, packages, machine, load average,
+minutes and the panel's CD, ``panel_cd_gls``), and prints the summary.
 """
 
 from __future__ import annotations
@@ -47,8 +51,10 @@ from acgate.data.prep import prepared_panel
 from acgate.layout import project_root
 from acgate.runs import machine, manifest, write_csv, write_json
 
-NULL = "one_curve"  # the scenario whose surrogates set the critical value of the yardstick against the shared curve
-SCALED_NULLS = (NULL, "effect_size")  # ... and those whose surrogates set it against the entity-scaled shape
+NULL = "one_curve"  # the null class whose surrogates --critical counts
+# The null classes of each of the calibrated L1's two tests, whose surrogates set its size-adjusted critical value:
+SHARED_NULLS = (NULL, "common_shock", "noise_scale")  # one lag curve for every entity
+SCALED_NULLS = (*SHARED_NULLS, "effect_size")  # ... or one curve whose size the proxies set
 POWER = ("proxy_lags_half", "proxy_lags_one", "proxy_lags_two")
 
 
@@ -58,14 +64,14 @@ def surrogate_row(source: surrogates.Source, name: str, replicate: int, cfg) -> 
     tested = lag_tests.tested_design(panel, source.max_lag, cfg.alpha)
     if tested is None:
         raise ValueError(f"surrogate {replicate} of {name}: no target step with a full lag window")
-    design, q, errors, _ = tested
+    design, q, errors, shocks = tested
     row, _ = gls.interaction_test(design, q, errors, cfg.permutations, lag_tests.stream(cfg, 0))
     known = replace(errors, rho=source.rho)
     oracle, _ = gls.interaction_test(design, q, known, 0, lag_tests.stream(cfg, 0), draws=0)
     scaled_df = oracle["rows"] - oracle["entities"] * (1 + design.U.shape[2]) - oracle["df_vs_entity_scaled"]
     return {"scenario": name, "replicate": replicate, "rho": row["rho"], "true_rho": source.rho,
             "p_vs_entity_scaled": row["p_vs_entity_scaled"], "p_vs_shared": row["p_vs_shared"],
-            "kstar_sd": row["kstar_sd"],
+            "kstar_sd": row["kstar_sd"], "cd_gls": shocks["cd_gls"],
             "supported": bool(row["p_vs_entity_scaled"] < cfg.alpha and row["p_vs_shared"] < cfg.alpha
                               and float(row["kstar_sd"] > cfg.practical_sd) >= cfg.l1_min_share),
             "known_rho_f": oracle["f_vs_shared"],
@@ -95,12 +101,15 @@ def _critical(rows: pd.DataFrame, column: str, nulls: tuple[str, ...], alpha: fl
     return min(found) if found else float("nan")
 
 
-def summary(rows: pd.DataFrame, alpha: float) -> pd.DataFrame:
+def summary(rows: pd.DataFrame, alpha: float, panel_cd: float = float("nan")) -> pd.DataFrame:
     """Supported / surrogates per scenario: the calibrated L1 and each of its two tests alone; the yardstick against
-    the shared curve by the F distribution and at its size-adjusted critical value (left out without ``one_curve``
-    rows; there alpha by construction), against the entity-scaled shape size-adjusted (left out without ``one_curve``
-    or ``effect_size`` rows), and both size-adjusted tests together; each with its Clopper-Pearson interval."""
-    critical = _critical(rows, "known_rho_p", (NULL,), alpha)
+    the shared curve by the F distribution and at its size-adjusted critical value (over the classes of
+    :data:`SHARED_NULLS` present, at most alpha in each by construction; left out where none is), against the
+    entity-scaled shape size-adjusted over :data:`SCALED_NULLS` (the same), and both size-adjusted tests together;
+    each with its Clopper-Pearson interval. Beside them, Pesaran's CD of what the tests' GLS fit leaves (``cd_gls``):
+    its mean and sd over the scenario's surrogates, and in how many it is at least ``panel_cd``, the real panel's
+    (its p under the scenario; absent without rows of it or without ``panel_cd``)."""
+    critical = _critical(rows, "known_rho_p", SHARED_NULLS, alpha)
     scaled = _critical(rows, "known_rho_scaled_p", SCALED_NULLS, alpha)
     out = []
     for name, group in rows.groupby("scenario", sort=False):
@@ -117,6 +126,10 @@ def summary(rows: pd.DataFrame, alpha: float) -> pd.DataFrame:
             counts["known_rho_both_size_adjusted"] = int((shared_adjusted & scaled_adjusted).sum())
         line = {"scenario": name, "replicates": n, "size_adjusted_critical_p": critical,
                 "scaled_size_adjusted_critical_p": scaled}
+        if "cd_gls" in group:
+            line.update({"cd_gls_mean": round(group.cd_gls.mean(), 3), "cd_gls_sd": round(group.cd_gls.std(), 3)})
+            if np.isfinite(panel_cd):
+                line["cd_gls_at_least_panel"] = int((group.cd_gls >= panel_cd).sum())
         for key, k in counts.items():
             interval = stats.binomtest(k, n).proportion_ci(method="exact")
             line.update({key: k, f"{key}_low": round(interval.low, 4), f"{key}_high": round(interval.high, 4)})
@@ -130,7 +143,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--replicates", type=int, default=40, help="surrogates of each positive scenario")
     parser.add_argument("--nulls", type=int, default=200, help="surrogates of each null scenario but one_curve")
     parser.add_argument("--critical", type=int, default=100, help="surrogates of one_curve (the critical value)")
-    parser.add_argument("--scenarios", nargs="*", default=["effect_size", *POWER],
+    parser.add_argument("--scenarios", nargs="*", default=[*SCALED_NULLS[1:], *POWER],
                         help="scenarios besides one_curve (acgate.audit.surrogates.SCENARIOS; none named: all)")
     parser.add_argument("--first", type=int, default=0,
                         help="the first surrogate of each scenario but one_curve (a later batch, apart from an earlier "
@@ -143,16 +156,20 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"--first {args.first}: surrogates are numbered from 0")
     root = project_root()
     params = load_params(root / "params" / f"{args.domain}.yaml")
-    source = surrogates.fit_source(prepared_panel(params, root / args.data_dir), params)
+    panel = prepared_panel(params, root / args.data_dir)
+    source = surrogates.fit_source(panel, params)
+    tested = lag_tests.tested_design(panel, source.max_lag, params.audit.alpha)
+    panel_cd = float("nan") if tested is None else tested[3]["cd_gls"]
     plan = surrogate_plan(source, args.scenarios, args.critical, args.nulls, args.replicates, args.first)
-    record = {**manifest(params.to_dict(), seed=-1, device="cpu"), "settings": vars(args), "machine": machine()}
+    record = {**manifest(params.to_dict(), seed=-1, device="cpu"), "settings": vars(args), "machine": machine(),
+              "panel_cd_gls": panel_cd}
     start = time.perf_counter()
     rows = processes.in_order(functools.partial(_row, source, params.audit), plan, args.jobs,
                               f"{args.domain} surrogates")
     table = pd.DataFrame(rows)
     out = Path(args.out)
     write_csv(out / f"{args.domain}_yardstick.csv", table, index=False)
-    found = summary(table, params.audit.alpha)
+    found = summary(table, params.audit.alpha, panel_cd)
     write_csv(out / f"{args.domain}_yardstick_summary.csv", found, index=False)
     write_json(out / f"{args.domain}_yardstick.json",
                {**record, "minutes": round((time.perf_counter() - start) / 60, 1)})
