@@ -377,3 +377,18 @@ def test_lags_that_differ_apart_from_the_proxies_are_not_read_as_changing_over_t
         q = moderators(Normalisers.fit(panel).P.transform(panel.P), shared=False)
         found.append(gls.stability_test(design, q, gls.error_model(design), 49, np.random.default_rng(seed))["p"])
     assert min(found) >= 0.05, found
+
+
+def test_the_ar1_series_are_the_stationary_recursion():
+    """The noise of the surrogates and of the bootstraps' draws: x_0 = sigma z_0 / sqrt(1 - rho^2), then
+    x_t = rho x_t-1 + sigma z_t, by hand from the same normal stream; a long draw has the stationary variance and
+    lag-1 autocorrelation (statsmodels' acf)."""
+    sigma, rho = np.array([1.0, 2.0, 0.5]), 0.6
+    z = np.random.default_rng(0).normal(size=(5, 3))
+    by_hand = [z[0] * sigma / np.sqrt(1 - rho**2)]
+    for t in range(1, 5):
+        by_hand.append(rho * by_hand[-1] + sigma * z[t])
+    np.testing.assert_array_equal(gls.ar1_series(np.random.default_rng(0), (3, 5), rho, sigma), np.array(by_hand).T)
+    long = gls.ar1_series(np.random.default_rng(1), (400, 500), 0.9, 0.5)
+    assert long.var() == pytest.approx(0.25 / (1 - 0.81), rel=0.05)
+    assert np.mean([sm.tsa.acf(row, nlags=1)[1] for row in long]) == pytest.approx(0.9, abs=0.02)

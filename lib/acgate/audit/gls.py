@@ -539,8 +539,8 @@ def _null_fit(design: LagDesign, lagged: np.ndarray, errors: ErrorModel) -> _Nul
     return _NullFit(level, error_model(idiosyncratic, ar1_bias(rows, regressors)), loading, phi, innovation)
 
 
-def _ar1_series(rng: np.random.Generator, shape: tuple[int, int], rho: float, sigma: np.ndarray | float
-                ) -> np.ndarray:
+def ar1_series(rng: np.random.Generator, shape: tuple[int, int], rho: float, sigma: np.ndarray | float
+               ) -> np.ndarray:
     """(R, S) stationary Gaussian AR(1) series, coefficient ``rho`` and innovation sd ``sigma`` (a number, or one
     per row (R,)), started from their stationary distribution."""
     series = np.empty(shape)
@@ -565,9 +565,9 @@ def _null_draws(design: LagDesign, lagged: np.ndarray, errors: ErrorModel, draws
     n, s_len = design.y.shape
     fit = _null_fit(design, lagged, errors)
     for _ in range(draws):
-        y = fit.level[:, None] + lagged + _ar1_series(rng, (n, s_len), fit.noise.rho, fit.noise.sigma)
+        y = fit.level[:, None] + lagged + ar1_series(rng, (n, s_len), fit.noise.rho, fit.noise.sigma)
         if fit.loading is not None:
-            y = y + fit.loading[:, None] * _ar1_series(rng, (1, s_len), fit.phi, fit.innovation)
+            y = y + fit.loading[:, None] * ar1_series(rng, (1, s_len), fit.phi, fit.innovation)
         drawn = LagDesign(design.U, np.where(design.rows, y, 0.0), design.rows, design.basis)
         drawn = with_common_shocks(drawn) if design.common is not None else drawn
         yield drawn, error_model(drawn, errors.bias)

@@ -301,10 +301,10 @@ def draw(source: Source, name: str, seed: int, shifted: tuple[int, ...] | None =
     sigma = source.sigma * (factor if scenario.target == "noise_scale" else 1.0)
     if scenario.target == "effect_size":
         lagged = lagged * factor[:, None]
-    errors = _ar1(rng, source.rho, sigma, t_len) + source.common
+    errors = gls.ar1_series(rng, (n, t_len), source.rho, sigma) + source.common
     if scenario.target == "common_shock":  # one more common factor, its loadings set by the proxies' direction
         typical = float(np.median(source.sigma)) / np.sqrt(1 - source.rho**2)  # the idiosyncratic noise's sd
-        errors += factor[:, None] * typical * _ar1(rng, source.rho, np.ones(1), t_len)
+        errors += factor[:, None] * typical * gls.ar1_series(rng, (1, t_len), source.rho, 1.0)
     y = Normalisers.fit(source.panel).Y.inverse(source.intercept[:, None] + lagged + errors)
     y[~np.isfinite(source.panel.Y)] = np.nan
     kstar = effective_lag(lag_profile(curves))
@@ -314,10 +314,3 @@ def draw(source: Source, name: str, seed: int, shifted: tuple[int, ...] | None =
                                      **({} if shifted is None else {"shifted_features": list(shifted)})})
 
 
-def _ar1(rng: np.random.Generator, rho: float, sigma: np.ndarray, steps: int) -> np.ndarray:
-    """(len(sigma), steps) stationary AR(1) series of coefficient ``rho`` and innovation sd ``sigma`` each."""
-    series = np.empty((len(sigma), steps))
-    series[:, 0] = rng.normal(0, 1, len(sigma)) * sigma / np.sqrt(1 - rho**2)  # the stationary start
-    for t in range(1, steps):
-        series[:, t] = rho * series[:, t - 1] + sigma * rng.normal(0, 1, len(sigma))
-    return series
