@@ -422,45 +422,61 @@ def interaction_test(design: LagDesign, q: np.ndarray, errors: ErrorModel, permu
     n, _, n_feat, size = design.U.shape
     m = Moments.of(design, errors)
     rows, width = int(m.count.sum()), q.shape[1]
-    p_mod, p_shared = n_feat * size * width, n_feat * size
+    coef_moderated, coef_shared = n_feat * size * width, n_feat * size
     df_scaled = n_feat * (size - 1) * width  # the shape's other directions, times q
-    residual_df, scaled_df = rows - n - p_mod, rows - n - n * n_feat - df_scaled
+    residual_df, scaled_df = rows - n - coef_moderated, rows - n - n * n_feat - df_scaled
     row = {"entities": n, "rows": rows, "rho": errors.rho, "rho_raw": errors.rho_raw, "permutations": permutations,
-           "draws": draws, "df_vs_entity_scaled": df_scaled, "df_vs_shared": p_mod - p_shared,
+           "draws": draws, "df_vs_entity_scaled": df_scaled, "df_vs_shared": coef_moderated - coef_shared,
            "df_residual": residual_df}
     if width < 2 or size < 2 or min(residual_df, scaled_df) < 1 or n < width + 2:
         note = ("no proxies to moderate the lags" if width < 2 else "one basis function: no lag shape to test"
-                if size < 2 else f"too few entities ({n}) or observed steps ({rows}) for {p_mod} curve coefficients "
-                f"and {n * n_feat} entity scales")
+                if size < 2 else f"too few entities ({n}) or observed steps ({rows}) for {coef_moderated} curve "
+                f"coefficients and {n * n_feat} entity scales")
         return ({**row, **{c: np.nan for c in INTERACTION_COLUMNS if c not in row}, "note": note},
                 np.full((n, n_feat, len(design.basis)), np.nan))
+    f_scaled, p_scaled = _vs_entity_scaled(design, m, q, errors, (df_scaled, scaled_df), draws, rng)
+    f_shared, p_shared = _vs_shared(m, q, (coef_moderated - coef_shared, residual_df), permutations, rng)
+    curves = np.einsum("nfj,kj->nfk", _moderated_theta(m, q, n_feat), design.basis)
+    return {**row, "f_vs_entity_scaled": f_scaled, "p_vs_entity_scaled": p_scaled, "f_vs_shared": f_shared,
+            "p_vs_shared": p_shared, "kstar_sd": float(np.std(effective_lag(lag_profile(curves)))),
+            "note": ""}, curves
+
+
+def _vs_entity_scaled(design: LagDesign, m: Moments, q: np.ndarray, errors: ErrorModel, df: tuple[int, int],
+                      draws: int, rng: np.random.Generator) -> tuple[float, float]:
+    """:func:`interaction_test`'s F against the entity-scaled shape (``df``: its numerator and residual degrees of
+    freedom) and its parametric bootstrap p over ``draws`` panels of the fitted null."""
+    n_feat = design.U.shape[2]
     shape = scaled_shape(m, n_feat)
     partial, scale = _entity_scaled(m, shape)
-    f_scaled = _f_vs_scaled(partial, q, df_scaled, scaled_df)
-    # the draws' noise from a stream of its own: the proxy permutations below, and the tests that go on with ``rng``
-    # (shape_test, stability_test), draw what they drew before the bootstrap was added
-    draws_f = _scaled_null_f(design, errors, np.einsum("nsfj,fj,nf->ns", design.U, shape, scale), q,
-                             (df_scaled, scaled_df), draws, rng.spawn(1)[0])
-    exceed = int(np.sum(draws_f >= f_scaled * (1 - 1e-12)))
+    f_scaled = _f_vs_scaled(partial, q, *df)
+    # the draws' noise from a stream of its own: the proxy permutations (_vs_shared), and the tests that go on with
+    # ``rng`` (shape_test, stability_test), draw what they drew before the bootstrap was added
+    draws_f = _scaled_null_f(design, errors, np.einsum("nsfj,fj,nf->ns", design.U, shape, scale), q, df, draws,
+                             rng.spawn(1)[0])
+    return f_scaled, (1 + int(np.sum(draws_f >= f_scaled * (1 - 1e-12)))) / (draws + 1)
 
+
+def _vs_shared(m: Moments, q: np.ndarray, df: tuple[int, int], permutations: int,
+               rng: np.random.Generator) -> tuple[float, float]:
+    """:func:`interaction_test`'s F against the shared curve (``df``: its numerator and residual degrees of freedom)
+    and its p over ``permutations`` draws of the proxies' rows across entities, every draw refitting both models."""
+    n, width = q.shape
     total = float(m.yy.sum())
     rss_shared = float(normal_equations.rss(m.G.sum(axis=0), m.h.sum(axis=0), total))
 
     def f_vs_shared(moderators: np.ndarray) -> np.ndarray:
         """(B,) the F statistics against the shared curve of moderators (B, N, Q)."""
         rss_moderated = normal_equations.rss(*_moderated(m, moderators), total)
-        return (rss_shared - rss_moderated) / (p_mod - p_shared) / (np.maximum(rss_moderated, 1e-300) / residual_df)
+        return (rss_shared - rss_moderated) / df[0] / (np.maximum(rss_moderated, 1e-300) / df[1])
 
     f_shared = float(f_vs_shared(q[None])[0])
     orders = np.array([rng.permutation(n) for _ in range(permutations)], dtype=int).reshape(-1, n)
+    p_mod = m.G.shape[1] * width  # the moderated model's coefficients
     step = max(1, PERMUTATION_BYTES // (8 * (p_mod**2 + n * width * width)))  # permutations refitted at once
     permuted = np.concatenate([f_vs_shared(q[orders[i:i + step]]) for i in range(0, permutations, step)]
                               or [np.empty(0)])
-    curves = np.einsum("nfj,kj->nfk", _moderated_theta(m, q, n_feat), design.basis)
-    return {**row, "f_vs_entity_scaled": f_scaled, "p_vs_entity_scaled": (1 + exceed) / (draws + 1),
-            "f_vs_shared": f_shared,
-            "p_vs_shared": float((1 + np.sum(permuted >= f_shared * (1 - 1e-12))) / (permutations + 1)),
-            "kstar_sd": float(np.std(effective_lag(lag_profile(curves)))), "note": ""}, curves
+    return f_shared, float((1 + np.sum(permuted >= f_shared * (1 - 1e-12))) / (permutations + 1))
 
 
 def _moderated_theta(m: Moments, q: np.ndarray, n_feat: int) -> np.ndarray:
