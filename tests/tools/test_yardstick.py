@@ -71,8 +71,9 @@ def test_the_yardstick_of_both_tests_takes_each_critical_value_from_all_its_null
     where both size-adjusted tests do; each calibrated test is counted."""
     rows = _rows(np.random.default_rng(1), {"one_curve": 40, "effect_size": 60, "common_shock": 60,
                                             "noise_scale": 40, "proxy_lags_two": 30})
-    shock = rows.scenario == "common_shock"  # lower p there than in one_curve: this class sets the critical values
-    rows.loc[shock, ["known_rho_p", "known_rho_scaled_p"]] **= 3
+    # lower p than one_curve's: common_shock sets the critical value against the shared curve, noise_scale the other
+    rows.loc[rows.scenario == "common_shock", "known_rho_p"] **= 3
+    rows.loc[rows.scenario == "noise_scale", "known_rho_scaled_p"] **= 4
     found = yardstick.summary(rows, 0.05).set_index("scenario")
 
     def quantiles(column: str, names: tuple[str, ...]) -> list[float]:
@@ -80,7 +81,8 @@ def test_the_yardstick_of_both_tests_takes_each_critical_value_from_all_its_null
 
     shared = min(quantiles("known_rho_p", ("one_curve", "common_shock", "noise_scale")))
     scaled = min(quantiles("known_rho_scaled_p", ("one_curve", "common_shock", "noise_scale", "effect_size")))
-    assert shared < quantiles("known_rho_p", ("one_curve",))[0]  # not one_curve's alone
+    assert shared == quantiles("known_rho_p", ("common_shock",))[0] < quantiles("known_rho_p", ("one_curve",))[0]
+    assert scaled == quantiles("known_rho_scaled_p", ("noise_scale",))[0]
     assert found.size_adjusted_critical_p.iloc[0] == pytest.approx(shared)
     assert found.scaled_size_adjusted_critical_p.iloc[0] == pytest.approx(scaled)
     for name, group in rows.groupby("scenario"):

@@ -58,7 +58,7 @@ RHO_GRID = np.round(np.arange(-0.9, 0.9901, 0.01), 2)  # the AR(1) coefficients 
 RHO_DRAWS = 20  # ... each on this many simulated panels (the same shocks for all: a smooth, monotone search)
 BIAS_ENTITIES = 500  # ... of at most this many of the panel's entities (a fixed sample): the bias is per entity
 BASIS_SIZE = 4  # J of the lag curves the tests compare (at most K), as the classical fits' smallest usual choice
-PERMUTATION_BYTES = 2**26  # interaction_test refits its permutations in stacks of at most this many bytes
+PERMUTATION_BYTES = 2**26  # _vs_shared refits its permutations in stacks of at most this many bytes
 SALT = 7_919  # ar1_bias's simulated shocks, apart from every other random stream of the project
 
 
@@ -472,8 +472,8 @@ def _vs_shared(m: Moments, q: np.ndarray, df: tuple[int, int], permutations: int
 
     f_shared = float(f_vs_shared(q[None])[0])
     orders = np.array([rng.permutation(n) for _ in range(permutations)], dtype=int).reshape(-1, n)
-    p_mod = m.G.shape[1] * width  # the moderated model's coefficients
-    step = max(1, PERMUTATION_BYTES // (8 * (p_mod**2 + n * width * width)))  # permutations refitted at once
+    coef_moderated = m.G.shape[1] * width
+    step = max(1, PERMUTATION_BYTES // (8 * (coef_moderated**2 + n * width * width)))  # permutations refitted at once
     permuted = np.concatenate([f_vs_shared(q[orders[i:i + step]]) for i in range(0, permutations, step)]
                               or [np.empty(0)])
     return f_shared, float((1 + np.sum(permuted >= f_shared * (1 - 1e-12))) / (permutations + 1))

@@ -5,6 +5,8 @@ show the calibrated rule shows.
     python -m acgate.tools.yardstick energy --replicates 20 --scenarios proxy_lags_one
     python -m acgate.tools.yardstick economics --critical 0 --scenarios effect_size --nulls 400 --first 200
                                                      # 400 more effect_size surrogates, after an earlier run's 200
+                                                     # (its size-adjusted columns are its own nulls' alone: read
+                                                     # them from the rows of both runs, summary(rows, alpha))
 
 For each surrogate of the panel-matched study (:mod:`acgate.audit.panel_matched`, the same seeds a study draws) it
 runs the in-sample lag tests the audit runs (:func:`acgate.audit.lag_tests.tested_design`, the same random
@@ -20,8 +22,9 @@ true AR(1) coefficient (the entity scales as the tests estimate them, the panel'
   test (those and ``effect_size``, where the proxies set the size of one curve);
 - both size-adjusted tests together: the yardstick of the calibrated L1, which needs both.
 
-No user can run it (it knows rho and its own null distributions); it bounds what a test of the proxies' hold on the
-lags can reach on this panel, and says which of the calibrated L1's two tests loses what.
+No user can run it (it knows rho and its own null distributions): it is a reference of the same form that holds its
+size on every null class measured, not a ceiling (the calibrated L1 may detect more), and it says which of the
+calibrated L1's two tests loses what.
 
 Each row also records Pesaran's CD of what the L1's GLS fit leaves of the surrogate (``cd_gls``,
 :func:`acgate.audit.noise.tested_dependence`), to set the real panel's among its surrogates'.
@@ -96,8 +99,9 @@ def _row(source: surrogates.Source, cfg, item: tuple[str, int]) -> dict:
 
 
 def _critical(rows: pd.DataFrame, column: str, nulls: tuple[str, ...], alpha: float) -> float:
-    """The lowest alpha quantile of ``column`` over the ``nulls`` scenarios present (NaN: none is)."""
-    found = [rows[column][rows.scenario == name].quantile(alpha) for name in nulls if (rows.scenario == name).any()]
+    """The lowest alpha quantile of ``column`` over the ``nulls`` scenarios present with a value (NaN: none is)."""
+    found = [rows[column][rows.scenario == name].quantile(alpha) for name in nulls]
+    found = [value for value in found if np.isfinite(value)]
     return min(found) if found else float("nan")
 
 
@@ -108,7 +112,7 @@ def summary(rows: pd.DataFrame, alpha: float, panel_cd: float = float("nan")) ->
     entity-scaled shape size-adjusted over :data:`SCALED_NULLS` (the same), and both size-adjusted tests together;
     each with its Clopper-Pearson interval. Beside them, Pesaran's CD of what the tests' GLS fit leaves (``cd_gls``):
     its mean and sd over the scenario's surrogates, and in how many it is at least ``panel_cd``, the real panel's
-    (its p under the scenario; absent without rows of it or without ``panel_cd``)."""
+    (absent without ``panel_cd``; a surrogate without a CD counts as not reaching it)."""
     critical = _critical(rows, "known_rho_p", SHARED_NULLS, alpha)
     scaled = _critical(rows, "known_rho_scaled_p", SCALED_NULLS, alpha)
     out = []
@@ -142,7 +146,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("domain", help="a data domain with a params file (economics, energy, yours)")
     parser.add_argument("--replicates", type=int, default=40, help="surrogates of each positive scenario")
     parser.add_argument("--nulls", type=int, default=200, help="surrogates of each null scenario but one_curve")
-    parser.add_argument("--critical", type=int, default=100, help="surrogates of one_curve (the critical value)")
+    parser.add_argument("--critical", type=int, default=100,
+                        help="surrogates of one_curve (one of the null classes that set the critical values)")
     parser.add_argument("--scenarios", nargs="*", default=[*SCALED_NULLS[1:], *POWER],
                         help="scenarios besides one_curve (acgate.audit.surrogates.SCENARIOS; none named: all)")
     parser.add_argument("--first", type=int, default=0,
