@@ -1,7 +1,7 @@
 """The classical L1 beside the GLS F that knows rho, on surrogates of a panel: how much of what the data could
 show the calibrated rule shows.
 
-    python -m acgate.tools.yardstick economics      # 100 of one_curve, 200 of each other null, 40 of three spreads
+    python -m acgate.tools.yardstick economics      # 100 of one_curve, 200 of each other null, 40 of six spreads
     python -m acgate.tools.yardstick energy --replicates 20 --scenarios proxy_lags_one
     python -m acgate.tools.yardstick economics --critical 0 --scenarios effect_size --nulls 400 --first 200
                                                      # 400 more effect_size surrogates, after an earlier run's 200
@@ -58,7 +58,7 @@ NULL = "one_curve"  # the null class whose surrogates --critical counts
 # The null classes of each of the calibrated L1's two tests, whose surrogates set its size-adjusted critical value:
 SHARED_NULLS = (NULL, "common_shock", "noise_scale")  # one lag curve for every entity
 SCALED_NULLS = (*SHARED_NULLS, "effect_size")  # ... or one curve whose size the proxies set
-POWER = ("proxy_lags_half", "proxy_lags_one", "proxy_lags_two")
+POWER = tuple(f"proxy_lags_{word}" for word in surrogates.SPREADS)  # every spread of the studies' power grid
 
 
 def surrogate_row(source: surrogates.Source, name: str, replicate: int, cfg) -> dict:
