@@ -11,7 +11,7 @@ import pytest
 import statsmodels.api as sm
 from scipy import optimize
 
-from acgate.audit import calibration, gls, verdicts
+from acgate.audit import calibration, gls, persistence, verdicts
 from acgate.config import load_params
 from acgate.models.classical import lag_basis, lag_profile, moderators
 from acgate.models.lags import effective_lag
@@ -36,7 +36,7 @@ def small():
     q = moderators(rng.normal(size=(n, 2)), shared=False)
     pairs = np.zeros_like(rows)
     pairs[:, 1:] = rows[:, 1:] & rows[:, :-1]
-    errors = gls.ErrorModel(RHO, rng.uniform(0.5, 2.0, n), pairs, RHO, np.zeros(len(gls.RHO_GRID)))
+    errors = persistence.ErrorModel(RHO, rng.uniform(0.5, 2.0, n), pairs, RHO, np.zeros(len(persistence.RHO_GRID)))
     return design, q, errors
 
 
@@ -141,7 +141,7 @@ def test_the_bootstrap_and_the_permutation_p_are_the_brute_force_counts(small):
     optimum in some draws), against the shared curve over the proxy permutations the generator itself draws, as it
     did before the bootstrap (so the tests that go on with it draw what they drew)."""
     design, q, _ = small
-    errors = gls.error_model(design)
+    errors = persistence.error_model(design)
     row, _ = gls.interaction_test(design, q, errors, 19, np.random.default_rng(5), draws=9)
     (f_scaled, _), (f_shared, _), _, shape, scales = by_hand(design, q, errors)
     rng = np.random.default_rng(5)
@@ -211,14 +211,14 @@ def test_the_bootstraps_draws_are_as_noisy_and_persistent_as_the_panel():
         noise[:, t] = 0.5 * noise[:, t - 1] + 0.5 * rng.normal(size=n) if t else rng.normal(size=n) * 0.5 / 0.87
     y = rng.normal(size=(n, 1)) + lagged + np.linspace(0.5, 1.5, n)[:, None] * shock[None, :] + noise
     design = gls.LagDesign(U, y, rows, lag_basis(K, J))
-    errors = gls.error_model(design)
+    errors = persistence.error_model(design)
     shocked = gls.with_common_shocks(design)
     draws = list(gls._null_draws(shocked, lagged, errors, 60, np.random.default_rng(12)))
     sigma = np.mean([np.median(again.sigma) for _, again in draws])
     assert sigma == pytest.approx(np.median(errors.sigma), rel=0.15)
     assert np.mean([again.rho for _, again in draws]) == pytest.approx(errors.rho, abs=0.1)
-    persistence = np.mean([gls.ar1(drawn.common - drawn.common.mean(), rows[0]) for drawn, _ in draws])
-    assert persistence == pytest.approx(gls.ar1(shocked.common - shocked.common.mean(), rows[0]), abs=0.15)
+    drawn_ar1 = np.mean([persistence.ar1(drawn.common - drawn.common.mean(), rows[0]) for drawn, _ in draws])
+    assert drawn_ar1 == pytest.approx(persistence.ar1(shocked.common - shocked.common.mean(), rows[0]), abs=0.15)
 
 
 def test_a_stack_of_draws_is_fitted_as_each_draw_alone(small, monkeypatch):
@@ -226,7 +226,7 @@ def test_a_stack_of_draws_is_fitted_as_each_draw_alone(small, monkeypatch):
     one draw at a time, each fit stopping where it would alone; and the same p in stacks of one draw, with and
     without the common shock."""
     design, q, _ = small
-    errors = gls.error_model(design)
+    errors = persistence.error_model(design)
     panels = [gls.Moments.of(*drawn) for drawn in gls._null_draws(design, design.y * 0.3, errors, 6,
                                                                    np.random.default_rng(2))]
     stack = gls._stacked(panels)
@@ -266,7 +266,7 @@ def test_the_error_model_recovers_rho_and_the_entity_scales_where_the_lags_diffe
     y = rng.normal(size=(n, 1)) + np.einsum("nsk,kn->ns", windows, curves) + noise[:, K:]
     U = np.einsum("nsk,kj->nsj", windows, basis)[:, :, None, :]
     design = gls.LagDesign(U, y, np.ones(y.shape, dtype=bool), basis)
-    errors = gls.error_model(design)
+    errors = persistence.error_model(design)
     assert errors.rho == pytest.approx(rho, abs=0.05) and errors.rho_raw < rho - 0.05  # the raw estimate is biased
     assert np.corrcoef(errors.sigma, sigma)[0, 1] > 0.9
     assert np.median(errors.sigma / sigma) == pytest.approx(1.0, abs=0.1)
@@ -280,7 +280,7 @@ def test_lags_differ_whatever_the_proxies_say(scenario, differ):
     params = load_params(ROOT / "params" / "audit_calibration.yaml")
     panel = calibration.draw_panel(scenario, params, 11)
     design = gls.lag_design(panel, params.model.max_lag)
-    found = gls.shape_test(design, gls.error_model(design), gls.SHAPE_DRAWS, np.random.default_rng(0))
+    found = gls.shape_test(design, persistence.error_model(design), gls.SHAPE_DRAWS, np.random.default_rng(0))
     assert found["entities"] == panel.n_entities
     assert (found["p"] < 0.05) == differ, found
 
@@ -294,7 +294,7 @@ def test_own_residuals_are_each_entitys_least_squares_with_its_intercept_whateve
     rows[1] = False
     rows[1, :3] = True  # three rows for five coefficients
     U[2, :, 3] = 1.5  # a lag that does not vary: collinear with the intercept
-    residual, dof = gls.own_residuals(U, y, rows)
+    residual, dof = persistence.own_residuals(U, y, rows)
     for i in range(len(U)):
         X = np.column_stack([U[i][rows[i]], np.ones(rows[i].sum())])
         expected = y[i][rows[i]] - X @ np.linalg.lstsq(X, y[i][rows[i]], rcond=None)[0]
@@ -350,7 +350,7 @@ def test_a_lag_map_that_changes_mid_sample_is_found_and_a_stable_one_is_not(brea
     lag = np.broadcast_to(np.where((np.arange(t_len) >= t_len // 2) & breaks, 5, 2), (n, t_len))
     design = lag_panel(lag, rng)
     q = moderators(rng.normal(size=(n, 2)), shared=False)
-    found = gls.stability_test(design, q, gls.error_model(design), 49, np.random.default_rng(1))
+    found = gls.stability_test(design, q, persistence.error_model(design), 49, np.random.default_rng(1))
     assert (found["p"] < 0.05) == breaks, found
     if breaks:
         assert found["kstar_late"] > found["kstar_early"] + 1.5, found
@@ -375,7 +375,8 @@ def test_lags_that_differ_apart_from_the_proxies_are_not_read_as_changing_over_t
         panel = calibration.draw_panel("random_lags", params, 1_000 * (seed + 1))
         design = gls.lag_design(panel, params.model.max_lag)
         q = moderators(Normalisers.fit(panel).P.transform(panel.P), shared=False)
-        found.append(gls.stability_test(design, q, gls.error_model(design), 49, np.random.default_rng(seed))["p"])
+        errors = persistence.error_model(design)
+        found.append(gls.stability_test(design, q, errors, 49, np.random.default_rng(seed))["p"])
     assert min(found) >= 0.05, found
 
 
@@ -388,7 +389,8 @@ def test_the_ar1_series_are_the_stationary_recursion():
     by_hand = [z[0] * sigma / np.sqrt(1 - rho**2)]
     for t in range(1, 5):
         by_hand.append(rho * by_hand[-1] + sigma * z[t])
-    np.testing.assert_array_equal(gls.ar1_series(np.random.default_rng(0), (3, 5), rho, sigma), np.array(by_hand).T)
-    long = gls.ar1_series(np.random.default_rng(1), (400, 500), 0.9, 0.5)
+    drawn = persistence.ar1_series(np.random.default_rng(0), (3, 5), rho, sigma)
+    np.testing.assert_array_equal(drawn, np.array(by_hand).T)
+    long = persistence.ar1_series(np.random.default_rng(1), (400, 500), 0.9, 0.5)
     assert long.var() == pytest.approx(0.25 / (1 - 0.81), rel=0.05)
     assert np.mean([sm.tsa.acf(row, nlags=1)[1] for row in long]) == pytest.approx(0.9, abs=0.02)

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from acgate import statistics
-from acgate.audit import gls, noise, verdicts
+from acgate.audit import gls, noise, persistence, verdicts
 from acgate.audit.run_folders import Run
 from acgate.config import AuditConfig, Params
 from acgate.data import prep
@@ -34,7 +34,7 @@ def of_domain(panels: dict[int, Panel], runs: list[Run], params: Params, shared:
 
 
 def tested_design(panel: Panel, max_lag: int, alpha: float
-                  ) -> tuple[gls.LagDesign, np.ndarray, gls.ErrorModel, dict] | None:
+                  ) -> tuple[gls.LagDesign, np.ndarray, persistence.ErrorModel, dict] | None:
     """What :func:`table` fits on ``panel``: its GLS design (with the common shock, :func:`acgate.audit.gls.
     with_common_shocks`, where Pesaran's CD of the residuals rejects at ``alpha``), its moderators, its error model
     and the common-shock row (:func:`acgate.audit.noise.common_shocks`, and the CD of what the tests' GLS fit leaves,
@@ -46,7 +46,7 @@ def tested_design(panel: Panel, max_lag: int, alpha: float
     shocks = noise.common_shocks(design, q)
     # the entities share shocks: every test's fits take out each entity's loading on them
     shocked = gls.with_common_shocks(design) if shocks["cd_p"] < alpha else design
-    errors = gls.error_model(design)
+    errors = persistence.error_model(design)
     return shocked, q, errors, {**shocks, **noise.tested_dependence(shocked, q, errors)}
 
 

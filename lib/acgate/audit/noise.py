@@ -44,7 +44,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from acgate import statistics
-from acgate.audit.gls import ErrorModel, LagDesign, ar1, transformed
+from acgate.audit.gls import LagDesign, transformed
+from acgate.audit.persistence import ErrorModel, ar1
 from acgate.models.classical import within
 
 OWN_BASIS = 2  # each entity's own coefficients on the first functions of the lag basis (its curves' level and tilt)

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from acgate import statistics
-from acgate.audit import calibration, gls, noise
+from acgate.audit import calibration, gls, noise, persistence
 from acgate.config import Params
 from acgate.data.panel import Normalisers, Panel
 from acgate.models.classical import fit_classical, intercepts, lag_profile, moderators, standardise
@@ -301,10 +301,10 @@ def draw(source: Source, name: str, seed: int, shifted: tuple[int, ...] | None =
     sigma = source.sigma * (factor if scenario.target == "noise_scale" else 1.0)
     if scenario.target == "effect_size":
         lagged = lagged * factor[:, None]
-    errors = gls.ar1_series(rng, (n, t_len), source.rho, sigma) + source.common
+    errors = persistence.ar1_series(rng, (n, t_len), source.rho, sigma) + source.common
     if scenario.target == "common_shock":  # one more common factor, its loadings set by the proxies' direction
         typical = float(np.median(source.sigma)) / np.sqrt(1 - source.rho**2)  # the idiosyncratic noise's sd
-        errors += factor[:, None] * typical * gls.ar1_series(rng, (1, t_len), source.rho, 1.0)
+        errors += factor[:, None] * typical * persistence.ar1_series(rng, (1, t_len), source.rho, 1.0)
     y = Normalisers.fit(source.panel).Y.inverse(source.intercept[:, None] + lagged + errors)
     y[~np.isfinite(source.panel.Y)] = np.nan
     kstar = effective_lag(lag_profile(curves))
