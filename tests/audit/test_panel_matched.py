@@ -197,6 +197,23 @@ def test_the_common_shock_null_follows_the_proxies(example, source):
     assert abs(stats.spearmanr(difference[seen, step], source.proxy_score[seen]).statistic) > 0.99
 
 
+def test_the_common_shock_is_as_large_as_the_idiosyncratic_noise(source):
+    """The shock ``common_shock`` adds, divided by each entity's loading, has the stationary sd of the idiosyncratic
+    noise of the median innovation scale, sigma / sqrt(1 - rho^2), at a persistent rho where a shock 1 / sqrt(1 -
+    rho^2) times that large (surrogate version 4) differs by a factor of 2.3 in sd."""
+    persistent = dataclasses.replace(source, rho=0.9)
+    share = (statistics.average_ranks(source.proxy_score) - 0.5) / len(source.proxy_score)
+    loadings = surrogates.SIZE_FACTOR[0] + surrogates.SIZE_FACTOR[1] * share
+    scale = Normalisers.fit(source.panel).Y
+    squares = []
+    for seed in range(200):
+        added = (scale.transform(surrogates.draw(persistent, "common_shock", seed).Y.astype(float))
+                 - scale.transform(surrogates.draw(persistent, "one_curve", seed).Y.astype(float)))
+        squares.append(np.nanmean((added / loadings[:, None])[:, persistent.max_lag:] ** 2, axis=0))
+    stationary = np.median(source.sigma) ** 2 / (1 - 0.9**2)
+    assert abs(np.sqrt(np.nanmean(squares) / stationary) - 1) < 0.15
+
+
 @pytest.fixture(scope="module")
 def persistent(example, source, tmp_path_factory):
     """Audits of surrogates of the example panel with AR(1) noise at 0.95 (a country panel's persistence), the

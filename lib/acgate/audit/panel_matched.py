@@ -443,7 +443,7 @@ def _interval(successes: int, trials: int) -> list[float] | None:
 RECORD = "panel_matched.json"  # beside the study's table: its settings, what the surrogates were made from, the rates
 # the version of how surrogates are made and what a study records, beside the rules' version: a study of another
 # version no longer describes these surrogates. Raise it with any change to the surrogates or their methods
-SURROGATE_VERSION = 4
+SURROGATE_VERSION = 5
 
 
 def panel_digest(panel: Panel) -> str:

@@ -303,8 +303,8 @@ def draw(source: Source, name: str, seed: int, shifted: tuple[int, ...] | None =
         lagged = lagged * factor[:, None]
     errors = persistence.ar1_series(rng, (n, t_len), source.rho, sigma) + source.common
     if scenario.target == "common_shock":  # one more common factor, its loadings set by the proxies' direction
-        typical = float(np.median(source.sigma)) / np.sqrt(1 - source.rho**2)  # the idiosyncratic noise's sd
-        errors += factor[:, None] * typical * persistence.ar1_series(rng, (1, t_len), source.rho, 1.0)
+        typical = float(np.median(source.sigma))  # the idiosyncratic noise's innovation sd, and so the shock's
+        errors += factor[:, None] * persistence.ar1_series(rng, (1, t_len), source.rho, typical)
     y = Normalisers.fit(source.panel).Y.inverse(source.intercept[:, None] + lagged + errors)
     y[~np.isfinite(source.panel.Y)] = np.nan
     kstar = effective_lag(lag_profile(curves))
