@@ -197,13 +197,25 @@ def test_the_common_shock_null_follows_the_proxies(example, source):
     assert abs(stats.spearmanr(difference[seen, step], source.proxy_score[seen]).statistic) > 0.99
 
 
+def test_a_scenarios_lags_can_carry_another_nulls_noise(source):
+    """``draw(..., target=)``: a positive scenario's lags with the common_shock null's shock added, the same shock (the
+    same seed) that null adds to one curve for all; a target that is no null's stops with the list."""
+    shock = (surrogates.draw(source, "common_shock", 4).Y.astype(float)
+             - surrogates.draw(source, "one_curve", 4).Y.astype(float))
+    lags = surrogates.draw(source, "proxy_lags_two", 4)
+    both = surrogates.draw(source, "proxy_lags_two", 4, target="common_shock")
+    assert np.allclose(both.Y.astype(float) - lags.Y.astype(float), shock, atol=1e-4, equal_nan=True)
+    assert np.array_equal(both.truth["kstar_true"], lags.truth["kstar_true"])
+    with pytest.raises(ValueError, match="one_curve, effect_size, noise_scale, common_shock"):
+        surrogates.draw(source, "one_curve", 4, target="common_shocks")
+
+
 def test_the_common_shock_is_as_large_as_the_idiosyncratic_noise(source):
     """The shock ``common_shock`` adds, divided by each entity's loading, has the stationary sd of the idiosyncratic
     noise of the median innovation scale, sigma / sqrt(1 - rho^2), at a persistent rho where a shock 1 / sqrt(1 -
     rho^2) times that large (surrogate version 4) differs by a factor of 2.3 in sd."""
     persistent = dataclasses.replace(source, rho=0.9)
-    share = (statistics.average_ranks(source.proxy_score) - 0.5) / len(source.proxy_score)
-    loadings = surrogates.SIZE_FACTOR[0] + surrogates.SIZE_FACTOR[1] * share
+    loadings = surrogates.proxy_factor(source)
     scale = Normalisers.fit(source.panel).Y
     squares = []
     for seed in range(200):

@@ -287,22 +287,37 @@ def surrogate_curves(source: Source, name: str, shifted: tuple[int, ...] | None 
     return np.where(keep[None, :, None], moved, source.curve[None])
 
 
-def draw(source: Source, name: str, seed: int, shifted: tuple[int, ...] | None = None) -> Panel:
+def proxy_factor(source: Source) -> np.ndarray:
+    """(N,) what the proxies' direction multiplies in ``effect_size``, ``noise_scale`` and ``common_shock``: 0.25 +
+    1.5 u, u each entity's rank share of the proxy score in (0, 1) (mean 1)."""
+    share = (statistics.average_ranks(source.proxy_score) - 0.5) / len(source.proxy_score)
+    return SIZE_FACTOR[0] + SIZE_FACTOR[1] * share
+
+
+TARGETS = ("one_curve", "effect_size", "noise_scale", "common_shock")
+
+
+def draw(source: Source, name: str, seed: int, shifted: tuple[int, ...] | None = None,
+         target: str | None = None) -> Panel:
     """One surrogate panel of scenario ``name`` from ``source``; all randomness from ``seed``. Only the target
     differs from the source panel; the truth (each entity's k* of its true curves) is recorded for L3. ``shifted``:
-    the features whose curves the scenario's lag shifts move (:func:`surrogate_curves`; all where not given)."""
+    the features whose curves the scenario's lag shifts move (:func:`surrogate_curves`; all where not given).
+    ``target``: one of :data:`TARGETS` in place of the scenario's own (its lags with another null's size, noise or
+    shock: ``draw(source, "proxy_lags_two", 0, target="common_shock")``)."""
     scenario = SCENARIOS[name]
+    target = target or scenario.target
+    if target not in TARGETS:
+        raise ValueError(f"target {target!r}: one of {', '.join(TARGETS)}")
     rng = np.random.default_rng([SALT, seed])
     curves = surrogate_curves(source, name, shifted)
     n, t_len = source.x.shape[:2]
     lagged = _lagged(source.x, curves)
-    share = (statistics.average_ranks(source.proxy_score) - 0.5) / n  # each entity's rank share in (0, 1)
-    factor = SIZE_FACTOR[0] + SIZE_FACTOR[1] * share
-    sigma = source.sigma * (factor if scenario.target == "noise_scale" else 1.0)
-    if scenario.target == "effect_size":
+    factor = proxy_factor(source)
+    sigma = source.sigma * (factor if target == "noise_scale" else 1.0)
+    if target == "effect_size":
         lagged = lagged * factor[:, None]
     errors = persistence.ar1_series(rng, (n, t_len), source.rho, sigma) + source.common
-    if scenario.target == "common_shock":  # one more common factor, its loadings set by the proxies' direction
+    if target == "common_shock":  # one more common factor, its loadings set by the proxies' direction
         typical = float(np.median(source.sigma))  # the idiosyncratic noise's innovation sd, and so the shock's
         errors += factor[:, None] * persistence.ar1_series(rng, (1, t_len), source.rho, typical)
     y = Normalisers.fit(source.panel).Y.inverse(source.intercept[:, None] + lagged + errors)
