@@ -175,6 +175,30 @@ def test_the_yardstick_table_in_the_docs_is_the_committed_measurement():
     assert table_rows(ROOT / "docs" / "results.md", header) == yardstick_rows()
 
 
+def noise_recovery_rows() -> list[str]:
+    """The rows of docs/results.md's noise-recovery table, rebuilt from tables/noise_recovery/: per rho and common
+    factors, each panel's and lags' mean rho read less the truth, and the factor share read / true where a factor is."""
+    summaries = {domain: pd.read_csv(ROOT / "tables" / "noise_recovery" / f"{domain}_noise_recovery_summary.csv")
+                 .set_index(["rho", "factors", "lags"]) for domain in ("economics", "energy")}
+    rows = []
+    for rho in (0.5, 0.8, 0.95):
+        for factors, words in ((0, "none"), (1, "the panel's"), (2, "and a second")):
+            cells = []
+            for domain in ("economics", "energy"):
+                for lags in ("one_curve", "proxy_lags_two"):
+                    r = summaries[domain].loc[(rho, factors, lags)]
+                    cell = f"{r.rho_bias:+.2f}"
+                    if factors:
+                        cell += f" ({100 * r.share_read_mean:.0f} / {100 * r.true_share_mean:.0f} %)"
+                    cells.append(cell)
+            rows.append(f"| {rho:g}, {words} | " + " | ".join(cells) + " |")
+    return rows
+
+
+def test_the_noise_recovery_table_in_the_docs_is_the_committed_measurement():
+    assert table_rows(ROOT / "docs" / "results.md", "| rho, factors | economics, one curve |") == noise_recovery_rows()
+
+
 def test_the_null_size_table_in_the_docs_is_the_committed_measurement():
     """docs/results.md's false supports per null class at 200 surrogates are tables/null_size/'s (the classes whose
     proxies set the size of something) and tables/null_size/same_lags/'s (the others with one curve for all), row for
