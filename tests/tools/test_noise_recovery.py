@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from acgate.audit import gls, noise, surrogates
+from acgate.audit import gls, noise
 from acgate.tools import noise_recovery
 
 
@@ -47,4 +47,3 @@ def test_a_surrogates_reading_and_the_summary(example):
     found = noise_recovery.summary(rows).set_index("factors")
     assert found.surrogates.tolist() == [2, 2]
     assert found.rho_bias[2] == pytest.approx(rows.rho_read[2:].mean() - 0.8, abs=1e-4)
-    assert surrogates.draw(source, "one_curve", 0).Y.shape == source.panel.Y.shape

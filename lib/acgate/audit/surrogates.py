@@ -54,7 +54,7 @@ from acgate.models.lags import effective_lag
 # detects on a panel is read off this grid); the stratifier nulls at three of them
 SPREADS = {"quarter": 0.25, "half": 0.5, "one": 1.0, "one_and_half": 1.5, "two": 2.0, "three": 3.0}
 STRATIFIER_SPREADS = ("half", "one", "two")
-SIZE_FACTOR = (0.25, 1.5)  # effect_size and noise_scale: times 0.25 + 1.5 u, u the entity's rank share (mean 1)
+SIZE_FACTOR = (0.25, 1.5)  # effect_size, noise_scale, common_shock's loadings: 0.25 + 1.5 u, u the rank share
 SALT = 7_919  # the surrogates' random streams, apart from every other stream of the project
 
 
@@ -214,7 +214,7 @@ def fit_source(panel: Panel, params: Params) -> Source:
     rows[:, K:] = np.isfinite(y[:, K:]) & (labels != "test")[None, :]
     train = rows & np.concatenate([np.zeros(K, dtype=bool), labels == "train"])[None, :]
     intercept = intercepts(np.nan_to_num(y - lagged), train)
-    found = noise.estimate(gls.lag_design(panel, K), moderators(norm.P.transform(panel.P), shared=False))
+    found = noise_of(panel, K)
     common = np.zeros(y.shape)
     common[:, K:] = found.common()
     proxy_score, stratifier_score, other_score, about = _directions(panel, params.audit.circular_threshold)
@@ -229,6 +229,13 @@ def fit_source(panel: Panel, params: Params) -> Source:
                   "pooled_curve": np.round(curve, 4).tolist(), "true_kstar_sd": spreads})
     return Source(panel, K, x, curve, intercept, found.rho, found.sigma, common, proxy_score, stratifier_score,
                   other_score, shifts, about)
+
+
+def noise_of(panel: Panel, max_lag: int) -> noise.Noise:
+    """The noise model of ``panel`` (:func:`acgate.audit.noise.estimate`) around its lag curves of lags 1..``max_lag``
+    moderated by its proxies, as :func:`fit_source` reads it."""
+    return noise.estimate(gls.lag_design(panel, max_lag),
+                          moderators(Normalisers.fit(panel).P.transform(panel.P), shared=False))
 
 
 SHIFT_GRID = 241  # multipliers of the score tried for each spread, from 0 to 6 times the spread
@@ -326,6 +333,7 @@ def draw(source: Source, name: str, seed: int, shifted: tuple[int, ...] | None =
     return dataclasses.replace(source.panel, Y=y.astype(np.float32), truth={"kstar_true": kstar,
                                                                             "dgp_mean_lag": kstar},
                                meta={**source.panel.meta, "surrogate": name, "surrogate_seed": seed,
-                                     **({} if shifted is None else {"shifted_features": list(shifted)})})
+                                     **({} if shifted is None else {"shifted_features": list(shifted)}),
+                                     **({} if target == scenario.target else {"surrogate_target": target})})
 
 

@@ -40,10 +40,8 @@ import pandas as pd
 from acgate import processes
 from acgate.audit import gls, noise, panel_matched, surrogates
 from acgate.config import load_params
-from acgate.data.panel import Normalisers
 from acgate.data.prep import prepared_panel
 from acgate.layout import project_root
-from acgate.models.classical import moderators
 from acgate.runs import machine, manifest, write_csv, write_json
 
 RHOS = (0.5, 0.8, 0.95)
@@ -52,8 +50,8 @@ LAGS = ("one_curve", "proxy_lags_two")
 
 
 def cell_source(source: surrogates.Source, rho: float, factors: int) -> surrogates.Source:
-    """``source`` with AR(1) noise at ``rho`` of the panel's variance per entity, and its common factors (1) or none
-    (0 and 2: 2 adds the second shock when drawn, :func:`surrogate_row`)."""
+    """``source`` with AR(1) noise at ``rho`` of the panel's variance per entity, and the panel's common factors
+    (``factors`` 1 and 2; 2 also adds the second shock when drawn, :func:`surrogate_row`) or none (0)."""
     scale = np.sqrt((1 - rho**2) / (1 - source.rho**2))
     common = source.common if factors >= 1 else np.zeros_like(source.common)
     return dataclasses.replace(source, rho=rho, sigma=source.sigma * scale, common=common)
@@ -61,13 +59,15 @@ def cell_source(source: surrogates.Source, rho: float, factors: int) -> surrogat
 
 def true_share(cell: surrogates.Source, lags: str, seed: int, target: str | None, rows: np.ndarray) -> float:
     """The mean over entities of the common part's share of the noise's variance over their ``rows`` (N, S: the
-    target steps from K) in the surrogate ``draw(cell, lags, seed, target=target)``. Draws of the same seed set its
-    parts apart: the same draw without ``target`` (the second shock's part), with sigma 0 (the same random stream,
-    no idiosyncratic noise) and with no noise at all."""
+    target steps from K) in the surrogate ``draw(cell, lags, seed, target=target)``, ``lags`` a scenario whose own
+    noise is ``one_curve``'s (one of :data:`LAGS`). Draws of the same seed set its parts apart: the same draw with
+    ``one_curve``'s noise (without the second shock), with sigma 0 (the same random stream, no idiosyncratic noise)
+    and with no noise at all."""
     quiet = dataclasses.replace(cell, sigma=np.zeros_like(cell.sigma))
     bare = dataclasses.replace(quiet, common=np.zeros_like(cell.common))
     full, plain, factor, none = (surrogates.draw(s, lags, seed, target=t).Y.astype(float)[:, cell.max_lag:]
-                                 for s, t in ((cell, target), (cell, None), (quiet, None), (bare, None)))
+                                 for s, t in ((cell, target), (cell, "one_curve"), (quiet, "one_curve"),
+                                              (bare, "one_curve")))
     common = (factor - none) + (full - plain)
 
     def variance(values: np.ndarray) -> np.ndarray:
@@ -83,14 +83,15 @@ def true_share(cell: surrogates.Source, lags: str, seed: int, target: str | None
 def surrogate_row(source: surrogates.Source, item: tuple[float, int, str, int]) -> dict:
     """The noise model's reading of surrogate ``replicate`` of the cell (rho, factors, lags) beside its truth."""
     rho, factors, lags, replicate = item
-    cell, seed, target = (cell_source(source, rho, factors), panel_matched.surrogate_seed(lags, replicate),
-                          "common_shock" if factors == 2 else None)
+    cell = cell_source(source, rho, factors)
+    seed = panel_matched.surrogate_seed(lags, replicate)
+    target = "common_shock" if factors == 2 else None
     panel = surrogates.draw(cell, lags, seed, target=target)
-    design = gls.lag_design(panel, source.max_lag)
-    found = noise.estimate(design, moderators(Normalisers.fit(panel).P.transform(panel.P), shared=False))
+    found = surrogates.noise_of(panel, source.max_lag)
     return {"rho": rho, "factors": factors, "lags": lags, "replicate": replicate, "rho_read": found.rho,
             "factors_read": len(found.factors), "share_read": found.factor_share,
-            "true_share": true_share(cell, lags, seed, target, design.rows), "cd": found.cd["cd"],
+            "true_share": true_share(cell, lags, seed, target, gls.lag_design(panel, source.max_lag).rows),
+            "cd": found.cd["cd"],
             "cd_idiosyncratic": found.cd_idiosyncratic["cd"]}
 
 
@@ -134,8 +135,8 @@ def main(argv: list[str] | None = None) -> None:
     write_csv(out / f"{args.domain}_noise_recovery.csv", rows, index=False)
     found = summary(rows)
     write_csv(out / f"{args.domain}_noise_recovery_summary.csv", found, index=False)
-    write_json(out / f"{args.domain}_noise_recovery.json", {**record, "minutes": round((time.perf_counter() - start)
-                                                                                       / 60, 1)})
+    minutes = round((time.perf_counter() - start) / 60, 1)
+    write_json(out / f"{args.domain}_noise_recovery.json", {**record, "minutes": minutes})
     print(found.to_string(index=False))
 
 
