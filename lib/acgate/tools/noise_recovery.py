@@ -42,6 +42,7 @@ from acgate.audit import gls, noise, panel_matched, surrogates
 from acgate.config import load_params
 from acgate.data.prep import prepared_panel
 from acgate.layout import project_root
+from acgate.models.classical import within
 from acgate.runs import machine, manifest, write_csv, write_json
 
 RHOS = (0.5, 0.8, 0.95)
@@ -68,16 +69,10 @@ def true_share(cell: surrogates.Source, lags: str, seed: int, target: str | None
     full, plain, factor, none = (surrogates.draw(s, lags, seed, target=t).Y.astype(float)[:, cell.max_lag:]
                                  for s, t in ((cell, target), (cell, "one_curve"), (quiet, "one_curve"),
                                               (bare, "one_curve")))
-    common = (factor - none) + (full - plain)
-
-    def variance(values: np.ndarray) -> np.ndarray:
-        count = np.maximum(rows.sum(axis=1), 1)
-        mean = np.where(rows, values, 0.0).sum(axis=1) / count
-        return np.where(rows, (values - mean[:, None]) ** 2, 0.0).sum(axis=1) / count
-
-    total = variance(np.nan_to_num(full - none))
+    common, total = (np.sum(within(np.nan_to_num(part), rows) ** 2, axis=1)  # each entity's sum of squares
+                     for part in ((factor - none) + (full - plain), full - none))
     usable = (rows.sum(axis=1) >= 3) & (total > 0)
-    return float(np.mean(variance(np.nan_to_num(common))[usable] / total[usable]))
+    return float(np.mean(common[usable] / total[usable]))
 
 
 def surrogate_row(source: surrogates.Source, item: tuple[float, int, str, int]) -> dict:
