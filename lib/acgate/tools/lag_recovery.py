@@ -4,6 +4,8 @@ distributed lag and the neural moderated distributed lag against the surrogates'
     python -m acgate.tools.lag_recovery economics --jobs 2          # 20 surrogates of each default scenario
     python -m acgate.tools.lag_recovery energy --shifted 0 --scenarios proxy_lags_two   # one driver's lags move
     python -m acgate.tools.lag_recovery synthetic_interaction        # the domain's DGP, seeds 0-19
+    python -m acgate.tools.lag_recovery synthetic_null --overlay centre3.yaml --out runs/lag_recovery/centre3
+                                                  # centre3.yaml: "synthetic: {constant_centre: 3}", another DGP
 
 For each surrogate of the panel-matched study (:mod:`acgate.audit.panel_matched`: the same seeds a study draws) it
 fits each method once (seed 0; AC-GATE with the domain's model and training settings) and compares its k* with the
@@ -127,12 +129,15 @@ def main(argv: list[str] | None = None) -> None:
                         help=f"methods fitted on each panel, of: {', '.join(FITTED)}")
     parser.add_argument("--shifted", type=int, nargs="*", default=None,
                         help="indices of the features whose lags the scenarios move (none given: all)")
+    parser.add_argument("--overlay", default=None,
+                        help="a params file laid over the domain's (as params/smoke.yaml is): other model, training "
+                        "or DGP settings; the record's params are the result")
     parser.add_argument("--data-dir", default="data", help="the prepared panel is read from <data-dir>/processed/")
     parser.add_argument("--out", default="runs/lag_recovery", help="folder of the output files")
     parser.add_argument("--jobs", type=int, default=1, help="surrogates fitted at once, one process each")
     args = parser.parse_args(argv)
     root = project_root()
-    params = load_params(root / "params" / f"{args.domain}.yaml")
+    params = load_params(root / "params" / f"{args.domain}.yaml", args.overlay)
     shifted = None if args.shifted is None else tuple(args.shifted)
     if shifted == ():
         parser.error("--shifted: name the features whose lags move (indices from 0), or leave the option out")
