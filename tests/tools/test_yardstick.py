@@ -66,22 +66,28 @@ def test_the_summary_sets_the_panels_cd_among_its_surrogates():
 
 
 def test_the_yardstick_of_both_tests_takes_each_critical_value_from_all_its_nulls():
-    """Against the shared curve the critical p is the lowest alpha quantile over one_curve, common_shock and
-    noise_scale; against the entity-scaled shape over those and effect_size; the yardstick of the calibrated L1 rejects
-    where both size-adjusted tests do; each calibrated test is counted."""
+    """Against the shared curve the critical p is the lowest alpha quantile over one_curve, common_shock,
+    noise_scale and the stratifier nulls (lags that follow no proxy); against the entity-scaled shape over those and
+    effect_size; the yardstick of the calibrated L1 rejects where both size-adjusted tests do; each calibrated test is
+    counted."""
+    nulls = ("one_curve", "common_shock", "noise_scale", "stratifier_lags_one", "stratifier_lags_two")
     rows = _rows(np.random.default_rng(1), {"one_curve": 40, "effect_size": 60, "common_shock": 60,
-                                            "noise_scale": 40, "proxy_lags_two": 30})
-    # lower p than one_curve's: common_shock sets the critical value against the shared curve, noise_scale the other
+                                            "noise_scale": 40, "stratifier_lags_one": 40, "stratifier_lags_two": 40,
+                                            "proxy_lags_two": 30})
+    # lower p than one_curve's: the 2-lag stratifier null sets the critical value against the shared curve (its
+    # curves differ, so that F rejects there), noise_scale the other
     rows.loc[rows.scenario == "common_shock", "known_rho_p"] **= 3
+    rows.loc[rows.scenario == "stratifier_lags_two", "known_rho_p"] **= 5
     rows.loc[rows.scenario == "noise_scale", "known_rho_scaled_p"] **= 4
     found = yardstick.summary(rows, 0.05).set_index("scenario")
 
     def quantiles(column: str, names: tuple[str, ...]) -> list[float]:
         return [np.quantile(rows[column][rows.scenario == name], 0.05) for name in names]
 
-    shared = min(quantiles("known_rho_p", ("one_curve", "common_shock", "noise_scale")))
-    scaled = min(quantiles("known_rho_scaled_p", ("one_curve", "common_shock", "noise_scale", "effect_size")))
-    assert shared == quantiles("known_rho_p", ("common_shock",))[0] < quantiles("known_rho_p", ("one_curve",))[0]
+    shared = min(quantiles("known_rho_p", nulls))
+    scaled = min(quantiles("known_rho_scaled_p", (*nulls, "effect_size")))
+    stratifier, shock = quantiles("known_rho_p", ("stratifier_lags_two", "common_shock"))
+    assert shared == stratifier < shock
     assert scaled == quantiles("known_rho_scaled_p", ("noise_scale",))[0]
     assert found.size_adjusted_critical_p.iloc[0] == pytest.approx(shared)
     assert found.scaled_size_adjusted_critical_p.iloc[0] == pytest.approx(scaled)
@@ -92,7 +98,7 @@ def test_the_yardstick_of_both_tests_takes_each_critical_value_from_all_its_null
         assert found.loc[name, "known_rho_both_size_adjusted"] == both.sum()
         assert found.loc[name, "vs_shared"] == (group.p_vs_shared < 0.05).sum()
         assert found.loc[name, "vs_entity_scaled"] == (group.p_vs_entity_scaled < 0.05).sum()
-    for name in ("one_curve", "common_shock", "noise_scale", "effect_size"):  # at most alpha in every null class
+    for name in (*nulls, "effect_size"):  # at most alpha in every null class
         assert found.loc[name, "known_rho_both_size_adjusted"] <= 0.05 * found.loc[name, "replicates"]
     alone = yardstick.summary(rows[rows.scenario == "proxy_lags_two"], 0.05)
     assert not {"known_rho_f_size_adjusted", "known_rho_both_size_adjusted"} & set(alone.columns)

@@ -16,8 +16,9 @@ of its two tests alone. Beside them, the yardstick: the GLS F statistics of the 
 true AR(1) coefficient (the entity scales as the tests estimate them, the panel's common shocks left in the noise):
 
 - against the shared curve, its p from the F distribution, and at a size-adjusted critical value: the lowest alpha
-  quantile of that p over the null classes of that test measured (``one_curve``, ``common_shock`` and ``noise_scale``:
-  one lag curve for every entity), so that it rejects in at most alpha of each;
+  quantile of that p over the null classes of the L1 measured (``one_curve``, ``common_shock`` and ``noise_scale``:
+  one lag curve for every entity; ``stratifier_lags_*``: lags that differ along a stratifier's part the proxies do
+  not carry, where the curves differ but the proxies hold none of it), so that it rejects in at most alpha of each;
 - against the entity-scaled shape, at the lowest alpha quantile of its F-distribution p over the null classes of that
   test (those and ``effect_size``, where the proxies set the size of one curve);
 - both size-adjusted tests together: the yardstick of the calibrated L1, which needs both.
@@ -56,7 +57,10 @@ from acgate.runs import machine, manifest, write_csv, write_json
 
 NULL = "one_curve"  # the null class whose surrogates --critical counts
 # The null classes of each of the calibrated L1's two tests, whose surrogates set its size-adjusted critical value:
-SHARED_NULLS = (NULL, "common_shock", "noise_scale")  # one lag curve for every entity
+STRATIFIER_NULLS = tuple(f"stratifier_lags_{word}" for word in surrogates.STRATIFIER_SPREADS)
+# one lag curve for every entity, or lags that differ along what the proxies do not carry (the L1's truth there is
+# "not supported", though the curves differ: an F against the shared curve rejects there unless adjusted for it)
+SHARED_NULLS = (NULL, "common_shock", "noise_scale", *STRATIFIER_NULLS)
 SCALED_NULLS = (*SHARED_NULLS, "effect_size")  # ... or one curve whose size the proxies set
 POWER = tuple(f"proxy_lags_{word}" for word in surrogates.SPREADS)  # every spread of the studies' power grid
 
