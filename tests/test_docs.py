@@ -111,8 +111,9 @@ def calibration_rows() -> list[str]:
 
 
 def table_rows(path: Path, header: str) -> list[str]:
-    """The rows of the Markdown table of ``path`` whose header line starts with ``header``."""
-    lines = path.read_text().splitlines()
+    """The rows of the Markdown table of ``path`` whose header line starts with ``header`` (a table indented in a
+    list item too: its rows without the indentation)."""
+    lines = [line.strip() for line in path.read_text().splitlines()]
     start = next(i for i, line in enumerate(lines) if line.startswith(header)) + 2  # the header and its rule
     end = next((i for i in range(start, len(lines)) if not lines[i].startswith("|")), len(lines))
     return lines[start:end]
@@ -197,6 +198,27 @@ def noise_recovery_rows() -> list[str]:
 
 def test_the_noise_recovery_table_in_the_docs_is_the_committed_measurement():
     assert table_rows(ROOT / "docs" / "results.md", "| rho, factors | economics, one curve |") == noise_recovery_rows()
+
+
+def flat_panel_rows() -> list[str]:
+    """The rows of docs/design.md's flat-panel table, rebuilt from tables/lag_recovery/flat_panels/: per lag centre
+    and weight of the contemporaneous x_t (as each run's record says its DGP was), the mean bias of k* of the paper's
+    AC-GATE, of AC-GATE without the gate's memory and of the moderated DL."""
+    found: dict[tuple, dict] = {}
+    for folder in sorted((ROOT / "tables" / "lag_recovery" / "flat_panels").iterdir()):
+        params = json.loads((folder / "synthetic_null_lag_recovery.json").read_text())["params"]
+        key = (params["synthetic"]["constant_centre"], params["synthetic"]["contemporaneous_coef"])
+        summary = pd.read_csv(folder / "synthetic_null_lag_recovery_summary.csv").set_index("method")
+        for method, r in summary.iterrows():
+            name = method if method != "acgate" else f"acgate, memory {params['model']['gate_memory']}"
+            found.setdefault(key, {})[name] = f"{r.mean_bias:+.2f} ({r.panels})"
+    return [f"| {centre}, {weight:g} | " + " | ".join(cells[name] for name in (
+        "acgate, memory True", "acgate, memory False", "moderated_dl")) + " |"
+            for (centre, weight), cells in sorted(found.items(), key=lambda item: (item[0][0], -item[0][1]))]
+
+
+def test_the_flat_panel_table_in_the_docs_is_the_committed_measurement():
+    assert table_rows(ROOT / "docs" / "design.md", "| lag centre, weight of x_t |") == flat_panel_rows()
 
 
 def test_the_null_size_table_in_the_docs_is_the_committed_measurement():
