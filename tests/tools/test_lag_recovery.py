@@ -11,6 +11,7 @@ import pytest
 from scipy import stats
 
 from acgate.audit import surrogates
+from acgate.config import load_params
 from acgate.models.classical import feature_lags
 from acgate.tools import lag_recovery
 
@@ -80,14 +81,20 @@ def test_a_surrogates_rows(example):
 
 
 def test_an_overlay_sets_the_dgp_the_tool_draws(tmp_path):
-    """A synthetic domain under an overlay: its panels are the overlay's DGP (here every lag centre at 3, so the
-    truth is the same for all) and the record's params say so."""
+    """A synthetic domain under an overlay: its panels are the overlay's DGP (every lag centre at 3, not the file's
+    5), scored as surrogate_rows scores that DGP's panel, and the record's params say so."""
     overlay = tmp_path / "centre3.yaml"
     overlay.write_text("synthetic: {constant_centre: 3, n_entities: 30}\n")
-    lag_recovery.main(["synthetic_null", "--overlay", str(overlay), "--replicates", "2", "--methods", "moderated_dl",
+    lag_recovery.main(["synthetic_null", "--overlay", str(overlay), "--replicates", "1", "--methods", "moderated_dl",
                        "--out", str(tmp_path)])
-    table = pd.read_csv(tmp_path / "synthetic_null_lag_recovery.csv")
-    assert len(table) == 2 and (table.truth_sd < 1e-9).all()
-    assert (table.mae < 1).all()  # the fits read lags near the truth, 3.06, not the file's centre 5
+    row = pd.read_csv(tmp_path / "synthetic_null_lag_recovery.csv").iloc[0]
+    overlaid = load_params(ROOT / "params" / "synthetic_null.yaml", overlay)
+    base = load_params(ROOT / "params" / "synthetic_null.yaml")
+    base = dataclasses.replace(base, synthetic=dataclasses.replace(base.synthetic, n_entities=30))
+    expected, = lag_recovery.surrogate_rows(None, overlaid, ("moderated_dl",), None, ("constant", 0))
+    centre5, = lag_recovery.surrogate_rows(None, base, ("moderated_dl",), None, ("constant", 0))
+    assert row.truth_sd < 1e-9 and row.bias == pytest.approx(expected["bias"]) and row.mae == pytest.approx(
+        expected["mae"])
+    assert abs(centre5["bias"] - expected["bias"]) > 1e-3  # the file's own DGP would have scored otherwise
     record = json.loads((tmp_path / "synthetic_null_lag_recovery.json").read_text())
     assert record["params"]["synthetic"]["constant_centre"] == 3 and record["settings"]["overlay"] == str(overlay)

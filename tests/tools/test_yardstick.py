@@ -68,40 +68,50 @@ def test_the_summary_sets_the_panels_cd_among_its_surrogates():
 def test_the_yardstick_of_both_tests_takes_each_critical_value_from_all_its_nulls():
     """Against the shared curve the critical p is the lowest alpha quantile over one_curve, common_shock,
     noise_scale and the stratifier nulls (lags that follow no proxy); against the entity-scaled shape over those and
-    effect_size; the yardstick of the calibrated L1 rejects where both size-adjusted tests do; each calibrated test is
-    counted."""
-    nulls = ("one_curve", "common_shock", "noise_scale", "stratifier_lags_one", "stratifier_lags_two")
+    effect_size; the yardstick of the calibrated L1 rejects where both size-adjusted tests do, and the joint one where
+    the larger p is below the lowest alpha quantile of it over every null class; each calibrated test is counted."""
+    nulls = ("one_curve", "common_shock", "noise_scale", "stratifier_lags_half", "stratifier_lags_one",
+             "stratifier_lags_two")
     rows = _rows(np.random.default_rng(1), {"one_curve": 40, "effect_size": 60, "common_shock": 60,
-                                            "noise_scale": 40, "stratifier_lags_one": 40, "stratifier_lags_two": 40,
-                                            "proxy_lags_two": 30})
+                                            "noise_scale": 40, "stratifier_lags_half": 40, "stratifier_lags_one": 40,
+                                            "stratifier_lags_two": 40, "proxy_lags_two": 30})
     # lower p than one_curve's: the 2-lag stratifier null sets the critical value against the shared curve (its
-    # curves differ, so that F rejects there), noise_scale the other
+    # curves differ, so that F rejects there), the 0.5-lag one the other's, the 1-lag one the joint one's
     rows.loc[rows.scenario == "common_shock", "known_rho_p"] **= 3
     rows.loc[rows.scenario == "stratifier_lags_two", "known_rho_p"] **= 5
-    rows.loc[rows.scenario == "noise_scale", "known_rho_scaled_p"] **= 4
+    rows.loc[rows.scenario == "stratifier_lags_half", "known_rho_scaled_p"] **= 6
+    one = rows.scenario == "stratifier_lags_one"  # both p small together, neither the smallest alone
+    rows.loc[one, "known_rho_p"] = rows.loc[one, "known_rho_scaled_p"] = np.random.default_rng(2).random(40) ** 4
     found = yardstick.summary(rows, 0.05).set_index("scenario")
 
     def quantiles(column: str, names: tuple[str, ...]) -> list[float]:
         return [np.quantile(rows[column][rows.scenario == name], 0.05) for name in names]
 
+    larger = rows.assign(larger=np.maximum(rows.known_rho_p, rows.known_rho_scaled_p))
     shared = min(quantiles("known_rho_p", nulls))
     scaled = min(quantiles("known_rho_scaled_p", (*nulls, "effect_size")))
+    joint = min(np.quantile(larger.larger[larger.scenario == name], 0.05) for name in (*nulls, "effect_size"))
     stratifier, shock = quantiles("known_rho_p", ("stratifier_lags_two", "common_shock"))
     assert shared == stratifier < shock
-    assert scaled == quantiles("known_rho_scaled_p", ("noise_scale",))[0]
+    assert scaled == quantiles("known_rho_scaled_p", ("stratifier_lags_half",))[0]
+    assert joint == np.quantile(larger.larger[one], 0.05)
     assert found.size_adjusted_critical_p.iloc[0] == pytest.approx(shared)
     assert found.scaled_size_adjusted_critical_p.iloc[0] == pytest.approx(scaled)
-    for name, group in rows.groupby("scenario"):
+    assert found.joint_size_adjusted_critical_p.iloc[0] == pytest.approx(joint)
+    for name, group in larger.groupby("scenario"):
         both = (group.known_rho_p < shared) & (group.known_rho_scaled_p < scaled)
         assert found.loc[name, "known_rho_f_size_adjusted"] == (group.known_rho_p < shared).sum()
         assert found.loc[name, "known_rho_scaled_f_size_adjusted"] == (group.known_rho_scaled_p < scaled).sum()
         assert found.loc[name, "known_rho_both_size_adjusted"] == both.sum()
+        assert found.loc[name, "known_rho_joint_size_adjusted"] == (group.larger < joint).sum()
         assert found.loc[name, "vs_shared"] == (group.p_vs_shared < 0.05).sum()
         assert found.loc[name, "vs_entity_scaled"] == (group.p_vs_entity_scaled < 0.05).sum()
     for name in (*nulls, "effect_size"):  # at most alpha in every null class
-        assert found.loc[name, "known_rho_both_size_adjusted"] <= 0.05 * found.loc[name, "replicates"]
+        for column in ("known_rho_both_size_adjusted", "known_rho_joint_size_adjusted"):
+            assert found.loc[name, column] <= 0.05 * found.loc[name, "replicates"]
     alone = yardstick.summary(rows[rows.scenario == "proxy_lags_two"], 0.05)
-    assert not {"known_rho_f_size_adjusted", "known_rho_both_size_adjusted"} & set(alone.columns)
+    assert not {"known_rho_f_size_adjusted", "known_rho_both_size_adjusted", "known_rho_joint_size_adjusted"} & set(
+        alone.columns)
 
 
 def test_a_later_batch_tests_the_surrogates_after_an_earlier_runs(example):
