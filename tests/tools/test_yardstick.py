@@ -76,12 +76,12 @@ def test_the_yardstick_of_both_tests_takes_each_critical_value_from_all_its_null
                                             "noise_scale": 40, "stratifier_lags_half": 40, "stratifier_lags_one": 40,
                                             "stratifier_lags_two": 40, "proxy_lags_two": 30})
     # lower p than one_curve's: the 2-lag stratifier null sets the critical value against the shared curve (its
-    # curves differ, so that F rejects there), the 0.5-lag one the other's, the 1-lag one the joint one's
+    # curves differ, so that F rejects there), the 0.5-lag one the other's, effect_size the joint one's
     rows.loc[rows.scenario == "common_shock", "known_rho_p"] **= 3
     rows.loc[rows.scenario == "stratifier_lags_two", "known_rho_p"] **= 5
     rows.loc[rows.scenario == "stratifier_lags_half", "known_rho_scaled_p"] **= 6
-    one = rows.scenario == "stratifier_lags_one"  # both p small together, neither the smallest alone
-    rows.loc[one, "known_rho_p"] = rows.loc[one, "known_rho_scaled_p"] = np.random.default_rng(2).random(40) ** 4
+    size = rows.scenario == "effect_size"  # both p small together, neither the smallest alone
+    rows.loc[size, "known_rho_p"] = rows.loc[size, "known_rho_scaled_p"] = np.random.default_rng(2).random(60) ** 4
     found = yardstick.summary(rows, 0.05).set_index("scenario")
 
     def quantiles(column: str, names: tuple[str, ...]) -> list[float]:
@@ -94,7 +94,7 @@ def test_the_yardstick_of_both_tests_takes_each_critical_value_from_all_its_null
     stratifier, shock = quantiles("known_rho_p", ("stratifier_lags_two", "common_shock"))
     assert shared == stratifier < shock
     assert scaled == quantiles("known_rho_scaled_p", ("stratifier_lags_half",))[0]
-    assert joint == np.quantile(larger.larger[one], 0.05)
+    assert joint == np.quantile(larger.larger[size], 0.05)
     assert found.size_adjusted_critical_p.iloc[0] == pytest.approx(shared)
     assert found.scaled_size_adjusted_critical_p.iloc[0] == pytest.approx(scaled)
     assert found.joint_size_adjusted_critical_p.iloc[0] == pytest.approx(joint)
