@@ -1,5 +1,6 @@
 """acgate.tools.yardstick: the calibrated L1 it reads is the audit's, and its counts and intervals are scipy's."""
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -122,3 +123,26 @@ def test_a_later_batch_tests_the_surrogates_after_an_earlier_runs(example):
     assert plan == [("one_curve", 0), ("one_curve", 1), ("effect_size", 200), ("effect_size", 201),
                     ("effect_size", 202), ("proxy_lags_one", 200)]
     assert yardstick.surrogate_plan(source, ["effect_size"], 0, 2, 1) == [("effect_size", 0), ("effect_size", 1)]
+
+
+def test_a_batch_appended_to_an_earlier_run_keeps_its_rows_and_records_it(example, tmp_path):
+    """--append: the earlier run's rows and the batch's, each scenario together and by replicate, the summary read
+    from all of them, the batch's record under added_batches; a batch that repeats a surrogate stops, naming it."""
+    _, tmp, _ = example
+    common = ["example_panel", "--nulls", "0", "--scenarios", "proxy_lags_one", "--data-dir", str(tmp / "data"),
+              "--out", str(tmp_path)]
+    yardstick.main([*common, "--critical", "2", "--replicates", "1"])
+    earlier = pd.read_csv(tmp_path / "example_panel_yardstick.csv")
+    yardstick.main([*common, "--critical", "0", "--replicates", "2", "--first", "1", "--append"])
+    table = pd.read_csv(tmp_path / "example_panel_yardstick.csv")
+    assert table[["scenario", "replicate"]].values.tolist() == [["one_curve", 0], ["one_curve", 1],
+                                                                 ["proxy_lags_one", 0], ["proxy_lags_one", 1],
+                                                                 ["proxy_lags_one", 2]]
+    pd.testing.assert_frame_equal(table.iloc[:3], earlier)  # the earlier rows as they were
+    found = pd.read_csv(tmp_path / "example_panel_yardstick_summary.csv").set_index("scenario")
+    assert found.loc["proxy_lags_one", "replicates"] == 3
+    assert found.loc["proxy_lags_one", "calibrated_l1"] == table.supported[table.scenario == "proxy_lags_one"].sum()
+    record = json.loads((tmp_path / "example_panel_yardstick.json").read_text())
+    assert record["settings"]["critical"] == 2 and [b["settings"]["first"] for b in record["added_batches"]] == [1]
+    with pytest.raises(ValueError, match="proxy_lags_one 2"):
+        yardstick.appended(table, table[table.replicate == 2])

@@ -7,6 +7,11 @@ show the calibrated rule shows.
                                                      # 400 more effect_size surrogates, after an earlier run's 200
                                                      # (its size-adjusted columns are its own nulls' alone: read
                                                      # them from the rows of both runs, summary(rows, alpha))
+    python -m acgate.tools.yardstick energy --critical 0 --nulls 0 --replicates 160 --first 40 \
+        --scenarios proxy_lags_one --out tables/yardstick --append
+                                                     # 160 more 1-lag surrogates added to the committed run's rows:
+                                                     # the summary of all of them, this run's record under
+                                                     # "added_batches" of the earlier one
 
 For each surrogate of the panel-matched study (:mod:`acgate.audit.panel_matched`, the same seeds a study draws) it
 runs the in-sample lag tests the audit runs (:func:`acgate.audit.lag_tests.tested_design`, the same random
@@ -45,6 +50,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import json
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -101,6 +107,21 @@ def surrogate_plan(source: surrogates.Source, scenarios: list[str], critical: in
     return [(NULL, r) for r in range(critical)] + [
         (name, r) for name in source.scenarios(scenarios) if name != NULL
         for r in range(first, first + count[surrogates.SCENARIOS[name].control])]
+
+
+def appended(earlier: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
+    """The rows of an earlier run and a later batch's, each scenario's together in the earlier order (new scenarios
+    last) and by replicate; a surrogate in both stops with their names (a batch repeats an earlier run's seeds
+    unless ``--first`` starts it after them)."""
+    both = pd.concat([earlier, rows], ignore_index=True)
+    repeated = both[both.duplicated(["scenario", "replicate"])]
+    if not repeated.empty:
+        named = ", ".join(f"{r.scenario} {r.replicate}" for r in repeated.head(5).itertuples())
+        raise ValueError(f"--append: {len(repeated)} surrogates are already in the earlier run ({named}); start the "
+                         "batch after them with --first")
+    order = {name: i for i, name in enumerate(dict.fromkeys(both.scenario))}
+    return both.sort_values(["scenario", "replicate"], key=lambda c: c.map(order) if c.name == "scenario" else c,
+                            kind="stable").reset_index(drop=True)
 
 
 def _row(source: surrogates.Source, cfg, item: tuple[str, int]) -> dict:
@@ -170,9 +191,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--data-dir", default="data", help="the prepared panel is read from <data-dir>/processed/")
     parser.add_argument("--out", default="runs/yardstick", help="folder of the two CSV files (from the current folder)")
     parser.add_argument("--jobs", type=int, default=1, help="surrogates tested at once, one process each")
+    parser.add_argument("--append", action="store_true",
+                        help="add this run's rows to those of an earlier run in --out (the summary read from all of "
+                        "them, this run's record under the earlier one's added_batches)")
     args = parser.parse_args(argv)
     if args.first < 0:
         parser.error(f"--first {args.first}: surrogates are numbered from 0")
+    out = Path(args.out)
+    paths = {kind: out / f"{args.domain}_yardstick{kind}" for kind in (".csv", "_summary.csv", ".json")}
+    if args.append and not (paths[".csv"].is_file() and paths[".json"].is_file()):
+        parser.error(f"--append: no earlier run in {out} ({paths['.csv'].name} and {paths['.json'].name})")
     root = project_root()
     params = load_params(root / "params" / f"{args.domain}.yaml")
     panel = prepared_panel(params, root / args.data_dir)
@@ -186,12 +214,16 @@ def main(argv: list[str] | None = None) -> None:
     rows = processes.in_order(functools.partial(_row, source, params.audit), plan, args.jobs,
                               f"{args.domain} surrogates")
     table = pd.DataFrame(rows)
-    out = Path(args.out)
-    write_csv(out / f"{args.domain}_yardstick.csv", table, index=False)
-    found = summary(table, params.audit.alpha, panel_cd)
-    write_csv(out / f"{args.domain}_yardstick_summary.csv", found, index=False)
-    write_json(out / f"{args.domain}_yardstick.json",
-               {**record, "minutes": round((time.perf_counter() - start) / 60, 1)})
+    record["minutes"] = round((time.perf_counter() - start) / 60, 1)
+    if args.append:
+        table = appended(pd.read_csv(paths[".csv"]), table)
+        earlier = json.loads(paths[".json"].read_text())
+        batch = {key: record[key] for key in ("created_utc", "git_sha", "machine", "minutes", "settings")}
+        record = {**earlier, "added_batches": [*earlier.get("added_batches", []), batch]}
+    write_csv(paths[".csv"], table, index=False)
+    found = summary(table, params.audit.alpha, record["panel_cd_gls"])
+    write_csv(paths["_summary.csv"], found, index=False)
+    write_json(paths[".json"], record)
     print(found.to_string(index=False))
 
 
