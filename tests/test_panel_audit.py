@@ -10,6 +10,7 @@ import pytest
 
 import acgate
 from acgate.audit.domain_audit import read_audit
+from acgate.config import load_params
 from acgate.data.example import example_frame
 
 METHODS = ["acgate", "no_ac_encoder", "moderated_dl", "shared_dl", "shuffled_dl", "proxy_scaled_dl"]
@@ -50,8 +51,12 @@ def test_a_dataframe_is_audited_in_one_call_and_a_second_call_trains_nothing(tmp
     assert "<table" in result._repr_html_()
     assert result.report.is_file() and (tmp_path / "params" / "my_panel.yaml").is_file()
     assert lines[0].startswith("my_panel: 40 entities, times 2000..2024 (validation from 2017, test from 2021)")
-    # before it trains: where AC-GATE's reach map places this panel (acgate.audit.reach)
-    reach = next(i for i, line in enumerate(lines) if line.startswith("my_panel: AC-GATE's reach (DGP panels whose"))
+    # before it trains: where the reach map of AC-GATE without the gate's memory (an own panel's default) places
+    # this panel (acgate.audit.reach)
+    reach = next(i for i, line in enumerate(lines) if line.startswith(
+        "my_panel: AC-GATE's reach (without the gate's memory; DGP panels whose"))
+    assert "tables/reach/gate_memory_off)" in lines[reach]
+    assert load_params(tmp_path / "params" / "my_panel.yaml").model.gate_memory is False
     assert reach < next(i for i, line in enumerate(lines) if line.startswith("my_panel: acgate: trained"))
     trained = {p: p.stat().st_mtime_ns for p in (tmp_path / "runs").rglob("metrics.json")}
     assert len(list((tmp_path / "runs" / "my_panel").glob("seed*/*/metrics.json"))) == 2 * len(METHODS)

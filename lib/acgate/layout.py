@@ -26,6 +26,9 @@ PANEL_FILES = (*PANEL_DATA_FILES, "panel.json")  # what every saved panel holds
 PREPARED_FILES = (*PANEL_FILES, "entities.csv", "manifest.json")  # a real domain's panel folder (prep.save)
 DRAWN_FILES = (*PANEL_FILES, "dgp_settings.json")  # a synthetic seed's panel folder (dgp.load_or_simulate)
 AUDIT_PAGE, AUDIT_MARKDOWN = "report.html", "report.md"  # a domain's audit report, in its audit folder
+# beside a table measured with the paper's AC-GATE, the folder of the same table for AC-GATE without the gate's memory
+# (model.gate_memory: false): tables/gate_memory_off/audit_calibration.*, tables/reach/gate_memory_off/
+MEMORY_OFF = "gate_memory_off"
 
 
 def project_root(start: Path | None = None) -> Path:

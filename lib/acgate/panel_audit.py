@@ -213,6 +213,9 @@ def audit_panel(frame: pd.DataFrame, *, entity: str, time: str, target: str, fea
         Where the progress lines go (``lambda _: None`` for none).
     **settings
         Any other params section as a dict, e.g. ``train={"max_epochs": 100}`` or ``audit={"true_lag": "lag"}``.
+        AC-GATE is trained without the gate's memory (``model.gate_memory: false``, as ``params/example_panel.yaml``
+        has it: its k* then sits where the moderated distributed lag's does on panels with one lag for all);
+        ``model={"gate_memory": True}`` trains the paper's model.
 
     Returns
     -------
@@ -253,7 +256,7 @@ def audit_panel(frame: pd.DataFrame, *, entity: str, time: str, target: str, fea
                                      "proxies": list(proxies), "static": list(static),
                                      "stratifiers": list(stratifiers)},
                             "split": {"val_start": val_start, "test_start": test_start},
-                            "model": {"max_lag": max_lag}}
+                            "model": {"max_lag": max_lag, "gate_memory": False}}
     for section, values in settings.items():
         spec[section] = {**spec.get(section, {}), **values}
     params = params_from_dict(spec, f"audit_panel({domain!r})")
@@ -270,7 +273,8 @@ def audit_panel(frame: pd.DataFrame, *, entity: str, time: str, target: str, fea
     surrogate_source = surrogates.fit_source(panel, params) if "acgate" in params.methods else None
     if surrogate_source:  # before training: can AC-GATE's k* read lags in panels like this one?
         about = surrogate_source.about
-        placed = reach.reading(panel.n_entities, about["lagged_share_of_variance"], about["residual_ar1"])
+        placed = reach.reading(panel.n_entities, about["lagged_share_of_variance"], about["residual_ar1"],
+                               gate_memory=params.model.gate_memory)
         log(f"{domain}: " + (placed["sentence"] if placed else "AC-GATE's reach: no map measured (tables/reach)"))
     _train(panel, params, runs_root, log)
     result = audit_domain(params, runs_root, data_root)

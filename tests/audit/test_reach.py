@@ -50,6 +50,23 @@ def test_the_reading_says_whether_ac_gate_can_read_the_lags_and_which_reference_
     assert sighted["sentence"].endswith("AC-GATE's verdicts can carry information on the lags here")
 
 
+def test_ac_gate_without_the_gate_memory_is_read_against_its_own_map(tmp_path, monkeypatch):
+    """The map of AC-GATE without the gate's memory (its rows in the map folder's gate_memory_off) with the other
+    methods' rows of the main map, measured on the same panels; none where it was not measured."""
+    map_table(acgate_read=0.1).to_csv(tmp_path / "reach_summary.csv", index=False)
+    monkeypatch.setattr(reach, "MAP_FOLDER", tmp_path)
+    assert reach.reading(88, 0.05, 0.92, gate_memory=False) is None
+    (tmp_path / "gate_memory_off").mkdir()
+    own = map_table(acgate_read=0.85, classical_read=0.2)
+    own[own.method == "acgate"].to_csv(tmp_path / "gate_memory_off" / "reach_summary.csv", index=False)
+    assert not reach.reading(88, 0.05, 0.92)["reads"]  # the paper's model
+    without = reach.reading(88, 0.05, 0.92, gate_memory=False)
+    assert without["reads"] and without["sentence"].startswith(
+        f"AC-GATE's reach (without the gate's memory; DGP panels whose lags spread by about 2 lags along the proxies, "
+        f"tables/{tmp_path.name}/gate_memory_off): this panel")
+    assert "the moderated distributed lag's in 18 of 20" in without["sentence"]  # the main map's
+
+
 def test_no_map_no_reading(tmp_path):
     assert reach.read_map(tmp_path) is None
     assert reach.reading(88, 0.05, 0.92, map_table().assign(method="moderated_dl")) is None  # no AC-GATE measured
@@ -62,3 +79,6 @@ def test_the_committed_map_covers_the_grid_with_20_panels_a_cell():
     assert table.groupby(["n", "share", "rho"]).ngroups == 27 and set(table.method) >= {"acgate", "moderated_dl"}
     assert (table.panels == 20).all()
     assert np.isfinite(table[["measured_share", "measured_rho"]].to_numpy()).all()
+    without, _ = reach.committed_map(gate_memory=False)  # AC-GATE without the gate's memory, on the same panels
+    assert without is not None and len(without) == len(table)
+    assert (without.panels == 20).all() and without.groupby(["n", "share", "rho"]).ngroups == 27

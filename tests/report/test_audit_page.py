@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from acgate.layout import AUDIT_MARKDOWN, AUDIT_PAGE
+from acgate.layout import AUDIT_MARKDOWN, AUDIT_PAGE, MEMORY_OFF
 from tests.report.conftest import PARTIAL, ROOT
 
 
@@ -35,7 +35,9 @@ def test_the_page_puts_the_verdicts_first_then_figures_data_and_provenance(tiny_
     items = re.findall(r"<li id='w(\d+)'><strong>W\1</strong> (.*?)</li>", page)  # once each, numbered
     assert [html.unescape(item).split("rule): ", 1)[1] for _, item in items] == warnings
     assert all(f'href="#w{n}"' in page for n, _ in items)  # and the verdicts refer to them by number
-    committed = pd.read_csv(ROOT / "tables" / "audit_calibration.csv")  # the committed calibration of the rules
+    # the committed calibration of the rules for this AC-GATE (the example panel's: without the gate's memory)
+    folder = ROOT / "tables" / ("" if params.model.gate_memory else MEMORY_OFF)
+    committed = pd.read_csv(folder / "audit_calibration.csv")
     negatives = committed[(committed.control == "negative") & (committed.reference == "acgate")
                           & (committed.rule == "calibrated") & (committed.layer == "L1")].replicates.sum()
     assert "Generic error rates" in page and f"of {negatives} negatives" in page
@@ -46,6 +48,34 @@ def test_the_page_puts_the_verdicts_first_then_figures_data_and_provenance(tiny_
     manifest = (runs / result.domain / "seed00" / "acgate" / "manifest.json").read_text()
     digest = re.search(r'"code_digest": "(\w+)"', manifest).group(1)
     assert digest in page and params.digest() in page and "0-2" in page
+
+
+def test_the_generic_rates_are_those_of_the_ac_gate_audited(tmp_path):
+    """AC-GATE without the gate's memory reads the calibration in the tables' gate_memory_off folder, and a
+    calibration of the other model never gives its rates: the page of such a run showed the paper's model's."""
+    import json
+
+    from acgate.report.audit_page import generic_calibration
+
+    def calibration_in(folder: Path, gate_memory: bool) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / "tables" / "audit_calibration.csv", folder)
+        record = json.loads((ROOT / "tables" / "audit_calibration.json").read_text())
+        record["params"]["model"]["gate_memory"] = gate_memory
+        (folder / "audit_calibration.json").write_text(json.dumps(record))
+
+    calibration_in(tmp_path, True)  # the paper's model's, where every audit of it reads it
+    assert generic_calibration([tmp_path])["rates"]
+    off = generic_calibration([tmp_path], gate_memory=False)
+    assert "rates" not in off and off["note"] == f"no calibration of the rules (audit_calibration.csv) in " \
+                                                 f"{tmp_path / MEMORY_OFF}"
+    calibration_in(tmp_path / MEMORY_OFF, True)  # the paper's model's, in the other model's folder
+    assert "rates" not in (wrong := generic_calibration([tmp_path], gate_memory=False))
+    assert wrong["note"].endswith("measured AC-GATE with the gate's memory (the paper's model) and this audit's "
+                                  "AC-GATE is without the gate's memory: its error rates do not apply")
+    calibration_in(tmp_path / MEMORY_OFF, False)
+    assert generic_calibration([tmp_path], gate_memory=False)["file"].endswith(
+        f"{MEMORY_OFF}/audit_calibration.csv")
 
 
 def test_the_page_is_self_contained(tiny_grid):

@@ -211,6 +211,7 @@ class AuditResult:
     shared_entities: bool = False
     problems: list[str] = field(default_factory=list)
     request: dict = field(default_factory=dict)  # what was asked for (audit_request)
+    gate_memory: bool = True  # AC-GATE's model.gate_memory: which calibration and reach map describe its verdicts
 
     def write(self, directory: Path) -> None:
         """The audit outputs (tables as CSV, verdicts.json), each written atomically."""
@@ -226,7 +227,8 @@ class AuditResult:
                     "error_rates": self.error_rates,
                     "shared_entities": self.shared_entities,
                     "problems": self.problems, "excluded_runs": self.excluded.to_dict("records"),
-                    "audit": dataclasses.asdict(self.config), "request": self.request})
+                    "audit": dataclasses.asdict(self.config), "request": self.request,
+                    "gate_memory": self.gate_memory})
 
     def warning_places(self) -> dict[str, dict[tuple[str, str], list[str]]]:
         """Every warning the verdicts carry (both rule sets, every reference), once, in order of appearance: its text
@@ -299,7 +301,7 @@ def read_audit(directory: Path) -> AuditResult:
                        lags_differ=meta.get("lags_differ", {}), error_rates=meta.get("error_rates", {}),
                        excluded=pd.DataFrame(meta["excluded_runs"], columns=EXCLUDED_COLUMNS), kind=meta["kind"],
                        shared_entities=meta["shared_entities"], problems=meta["problems"],
-                       request=meta.get("request", {}))
+                       request=meta.get("request", {}), gate_memory=meta.get("gate_memory", True))
 
 
 def _l2_rows(runs: list[Run], l1: pd.DataFrame, info: dict[int, EntityInfo], cfg: AuditConfig) -> pd.DataFrame:
@@ -489,7 +491,7 @@ def audit_domain(params: Params, runs_root: Path, data_root: Path, seeds: int = 
         tests, verdicts={}, verdicts_paper={},
         neural_vs_classical_verdict=comparison_verdict(comparison, cfg), excluded=excluded, kind=params.kind,
         shared_entities=shared, problems=_problems(runs, excluded, panels) + too_good_to_be_true(l0, params.kind),
-        request=audit_request(params, seeds, methods))
+        request=audit_request(params, seeds, methods), gate_memory=params.model.gate_memory)
     result.verdicts_by_reference = judge(result, cfg, references)
     result.verdicts = result.verdicts_by_reference[cfg.reference]["calibrated"]
     result.verdicts_paper = result.verdicts_by_reference[cfg.reference]["paper"]

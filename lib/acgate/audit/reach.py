@@ -9,6 +9,11 @@ lags there:
 
     where = place(read_map(MAP_FOLDER), n=88, share=0.05, rho=0.92)   # the nearest cell of the committed map
     said = reading(n=88, share=0.05, rho=0.92)   # {"place": ..., "reads": False, "sentence": "AC-GATE's reach ..."}
+    said = reading(n=88, share=0.05, rho=0.92, gate_memory=False)   # AC-GATE without the gate's memory
+
+AC-GATE without the gate's memory (``model.gate_memory: false``, the own-panel default) is another model, with its own
+map on the same panels (``tables/reach/gate_memory_off/``, AC-GATE's rows only): :func:`committed_map` puts its rows
+in place of the paper's model's.
 
 ``acgate.audit_panel`` logs the sentence before it trains, and the audit page shows it beside AC-GATE's verdicts (a
 numbered warning beside each where AC-GATE's k* read the lags in fewer than :data:`READS` of the cell's panels).
@@ -21,6 +26,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from acgate.layout import MEMORY_OFF
+
 MAP_FOLDER = Path(__file__).resolve().parents[3] / "tables" / "reach"  # the repository's committed map
 # a method reads a panel's lags where its k* ranks them (Spearman with the truth) and spans them (the slope of k* on the
 # truth: 0 for a k* that barely varies, however well it ranks) both at least this
@@ -32,6 +39,20 @@ def read_map(folder: str | Path) -> pd.DataFrame | None:
     """The committed map's summary (``<folder>/reach_summary.csv``), or None where it was never measured."""
     path = Path(folder) / "reach_summary.csv"
     return pd.read_csv(path) if path.is_file() else None
+
+
+def committed_map(gate_memory: bool = True) -> tuple[pd.DataFrame | None, str]:
+    """The committed map for AC-GATE with the gate's memory (the paper's model) or without it, and the folder its
+    AC-GATE rows come from (as the page names it). Without the memory: AC-GATE's rows of ``MAP_FOLDER/gate_memory_off``
+    with every other method's of the main map, measured on the same panels; None where either was never measured."""
+    table = read_map(MAP_FOLDER)
+    if gate_memory:
+        return table, f"tables/{MAP_FOLDER.name}"
+    own = read_map(MAP_FOLDER / MEMORY_OFF)
+    folder = f"tables/{MAP_FOLDER.name}/{MEMORY_OFF}"
+    if table is None or own is None:
+        return None, folder
+    return pd.concat([table[table.method != "acgate"], own[own.method == "acgate"]], ignore_index=True), folder
 
 
 def place(table: pd.DataFrame, n: int, share: float, rho: float) -> dict:
@@ -55,12 +76,15 @@ def place(table: pd.DataFrame, n: int, share: float, rho: float) -> dict:
                for measure in ("median_spearman", "median_slope", "share_read")}}
 
 
-def reading(n: int, share: float, rho: float, table: pd.DataFrame | None = None) -> dict | None:
+def reading(n: int, share: float, rho: float, table: pd.DataFrame | None = None, gate_memory: bool = True
+            ) -> dict | None:
     """Whether AC-GATE's k* can read the lags of a panel of ``n`` entities, lagged share ``share`` and noise
-    persistence ``rho``: its nearest cell of the map ``table`` (default: the committed one, :data:`MAP_FOLDER`)
-    (``place``), ``reads`` (AC-GATE read the lags in at least :data:`READS` of the cell's panels) and a ``sentence``
-    for the log and the audit page; None where no map with AC-GATE was measured."""
-    table = read_map(MAP_FOLDER) if table is None else table
+    persistence ``rho``: its nearest cell of the map ``table`` (default: the committed one of AC-GATE with or without
+    the gate's memory, :func:`committed_map`) (``place``), ``reads`` (AC-GATE read the lags in at least :data:`READS`
+    of the cell's panels) and a ``sentence`` for the log and the audit page; None where no map with AC-GATE was
+    measured."""
+    committed, folder = committed_map(gate_memory)
+    table = committed if table is None else table
     if table is None or "acgate" not in set(table.method):
         return None
     where = place(table, n, share, rho)
@@ -78,8 +102,9 @@ def reading(n: int, share: float, rho: float, table: pd.DataFrame | None = None)
     names = (("moderated_dl", "the moderated distributed lag"), ("neural_dl", "the neural distributed lag"))
     others = "".join(f", {said}'s in {round(read[name] * panels)} of {panels}" for name, said in names if name in read)
     outside = "" if where["inside"] else " (the panel lies outside the map)"
-    sentence = (f"AC-GATE's reach (DGP panels whose lags spread by about 2 lags along the proxies, "
-                f"tables/{MAP_FOLDER.name}): this panel (N {n}, its "
+    model = "" if gate_memory else "without the gate's memory; "
+    sentence = (f"AC-GATE's reach ({model}DGP panels whose lags spread by about 2 lags along the proxies, "
+                f"{folder}): this panel (N {n}, its "
                 f"pooled lag curve {share * 100:.0f} % of the target's variance, noise AR(1) {rho:.2f}) sits nearest "
                 f"the cell of N {where['n']}, lagged share {where['measured_share'] * 100:.0f} % and noise AR(1) "
                 f"{where['measured_rho']:.2f}{outside}, where AC-GATE's k* ranked and spanned the true lags (Spearman "

@@ -29,7 +29,7 @@ from acgate.audit.panel_matched import lags_text
 from acgate.audit.run_folders import load_panel
 from acgate.audit.verdicts import CLASSICAL_REFERENCE, LAYERS, RULES_VERSIONS, rules_versions, versions_text
 from acgate.config import GATE_METHODS, Params
-from acgate.layout import AUDIT_MARKDOWN, AUDIT_PAGE, audit_dir, method_dir, panel_dir, shown
+from acgate.layout import AUDIT_MARKDOWN, AUDIT_PAGE, MEMORY_OFF, audit_dir, method_dir, panel_dir, shown
 from acgate.report import audit_figures, render
 from acgate.report.page import FIGURES_FOLDER, Code, Link, Page, Strong, render_html, render_markdown
 from acgate.report.page_warnings import lags_differ_rate, page_warnings, reach_reading
@@ -81,11 +81,13 @@ OUTCOMES = {"AC-GATE better": "better", "no better": "no better", "AC-GATE worse
 # --- what the page says
 
 
-def generic_calibration(tables_dirs: list[Path]) -> dict:
+def generic_calibration(tables_dirs: list[Path], gate_memory: bool = True) -> dict:
     """The committed calibration of the rules on simulated control panels (``audit_calibration.csv`` and its record,
-    in the first of ``tables_dirs`` that has both): per (reference, rule, layer), "supported" counts on negatives
-    and on positives; ``{"note": why}`` alone when there is none, or it measured other rules."""
-    for folder in map(Path, tables_dirs):
+    in the first of ``tables_dirs`` that has both; for AC-GATE without the gate's memory, ``gate_memory`` false, in
+    their folders :data:`acgate.layout.MEMORY_OFF`): per (reference, rule, layer), "supported" counts on negatives
+    and on positives; ``{"note": why}`` alone when there is none, or it measured other rules or the other model."""
+    folders = [Path(d) if gate_memory else Path(d) / MEMORY_OFF for d in tables_dirs]
+    for folder in folders:
         table, record = folder / "audit_calibration.csv", folder / "audit_calibration.json"
         if not (table.is_file() and record.is_file()):
             continue
@@ -94,6 +96,9 @@ def generic_calibration(tables_dirs: list[Path]) -> dict:
         if measured != RULES_VERSIONS:
             return {"note": f"the calibration in {shown(folder)} measured rules versions {versions_text(measured)}, "
                             f"the rules are now versions {versions_text(RULES_VERSIONS)}: its error rates do not apply"}
+        if about.get("params", {}).get("model", {}).get("gate_memory", True) != gate_memory:
+            return {"note": f"the calibration in {shown(folder)} measured AC-GATE {_memory(not gate_memory)} and "
+                            f"this audit's AC-GATE is {_memory(gate_memory)}: its error rates do not apply"}
         frame = pd.read_csv(table)
         absent = sorted({"reference", "rule", "layer", "truth", "supported", "replicates"} - set(frame.columns))
         if absent:  # a calibration that measured nothing (a smoke grid's) has its scenarios only
@@ -105,7 +110,11 @@ def generic_calibration(tables_dirs: list[Path]) -> dict:
             rates.setdefault((reference, rule, layer), {})[side] = (int(row.supported), int(row.replicates))
         return {"note": "", "rates": rates, "file": shown(table), "created_utc": about.get("created_utc"),
                 "git_sha": about.get("git_sha")}
-    return {"note": "no calibration of the rules (audit_calibration.csv) in " + ", ".join(map(shown, tables_dirs))}
+    return {"note": "no calibration of the rules (audit_calibration.csv) in " + ", ".join(map(shown, folders))}
+
+
+def _memory(gate_memory: bool) -> str:
+    return "with the gate's memory (the paper's model)" if gate_memory else "without the gate's memory"
 
 
 def _calibration_sentence(calibration: dict, reference: str, layer: str) -> str | None:
@@ -493,7 +502,7 @@ def _study(result: AuditResult) -> str:
 def build_page(result: AuditResult, params: Params, runs_root: Path, data_root: Path, tables_dirs: Sequence[Path] = ()
                ) -> Page:
     """The report page of ``result`` (see the module's docstring)."""
-    calibration = generic_calibration(list(tables_dirs))
+    calibration = generic_calibration(list(tables_dirs), params.model.gate_memory)
     page = Page(f"Audit report: {result.domain}")
     page.heading(1, f"Audit report: {result.domain}")
     seeds, methods = (result.l1.seed.nunique(), result.l1.method.nunique()) if not result.l1.empty else (0, 0)

@@ -113,12 +113,14 @@ def grouped_warnings(result: AuditResult) -> tuple[list[str], dict[tuple[str, st
 
 
 def reach_reading(result: AuditResult) -> dict | None:
-    """Where AC-GATE's reach map (:func:`acgate.audit.reach.reading`) places the panel, from the N, lagged share and
-    noise persistence of the panel-matched study's source; None where AC-GATE is not audited or no study gave them."""
+    """Where AC-GATE's reach map (:func:`acgate.audit.reach.reading`, of AC-GATE with or without the gate's memory as
+    it was audited) places the panel, from the N, lagged share and noise persistence of the panel-matched study's
+    source; None where AC-GATE is not audited or no study gave them."""
     study = result.error_rates
     if NEURAL not in result.verdicts_by_reference or None in (study.get("lagged_share"), study.get("residual_ar1")):
         return None
-    return reach.reading(study["entities"], study["lagged_share"], study["residual_ar1"])
+    return reach.reading(study["entities"], study["lagged_share"], study["residual_ar1"],
+                         gate_memory=result.gate_memory)
 
 
 def page_warnings(result: AuditResult) -> tuple[list[str], dict[tuple[str, str, str], list[int]]]:
