@@ -88,19 +88,20 @@ CALIBRATION_COLUMNS = [
     *(("moderated_dl", rule, "L1") for rule in CALIBRATED), *(("moderated_dl", rule, "L2") for rule in CALIBRATED),
     ("moderated_dl", "calibrated", "L2 test alone"), ("moderated_dl", "calibrated", "L3"),
     ("moderated_dl", "calibrated", "lags differ")]
+ACGATE_COLUMNS = [column for column in CALIBRATION_COLUMNS if column[0] == "acgate"]
 
 
-def calibration_rows() -> list[str]:
-    """The rows of docs/audit.md's calibration table, rebuilt from tables/audit_calibration.csv: a row per scenario
-    (negative controls first), supported / replicates per column, in bold where the answer is wrong (any "supported"
-    where the truth is not, under 90 % where it is)."""
-    table = pd.read_csv(ROOT / "tables" / "audit_calibration.csv")
+def calibration_rows(folder: Path = ROOT / "tables", columns: list[tuple] = CALIBRATION_COLUMNS) -> list[str]:
+    """The rows of docs/audit.md's calibration table, rebuilt from ``folder``/audit_calibration.csv: a row per
+    scenario (negative controls first), supported / replicates per column of ``columns``, in bold where the answer is
+    wrong (any "supported" where the truth is not, under 90 % where it is)."""
+    table = pd.read_csv(folder / "audit_calibration.csv")
     cells = table.set_index(["scenario", "reference", "rule", "layer"])
     control = table.groupby("scenario").control.first()
     rows = []
     for scenario in sorted(control.index, key=lambda name: (control[name] != "negative", name)):
         shown = []
-        for reference, rule, layer in CALIBRATION_COLUMNS:
+        for reference, rule, layer in columns:
             cell = cells.loc[(scenario, reference, rule, layer)]
             wrong = (cell.supported > 0 if cell.truth == "not supported"
                      else cell.supported < 0.9 * cell.replicates)
@@ -126,6 +127,22 @@ def test_the_calibration_table_in_the_docs_is_the_committed_one():
 
     assert set(pd.read_csv(ROOT / "tables" / "audit_calibration.csv").scenario) == set(SCENARIOS)
     assert table_rows(ROOT / "docs" / "audit.md", "| scenario | control | L1 paper |") == calibration_rows()
+
+
+def test_the_calibration_without_the_gate_memory_in_the_docs_is_the_committed_one():
+    """AC-GATE's columns of the calibration of its model without the gate's memory (tables/gate_memory_off/), which
+    own panels read, row for row; and its classical rows are the paper calibration's (the same control panels and
+    seeds: only AC-GATE's family trains otherwise)."""
+    from acgate.audit.calibration import SCENARIOS
+    from acgate.layout import MEMORY_OFF
+
+    folder = ROOT / "tables" / MEMORY_OFF
+    assert set(pd.read_csv(folder / "audit_calibration.csv").scenario) == set(SCENARIOS)
+    assert table_rows(ROOT / "docs" / "audit.md", "| scenario, without the gate's memory | control |") == \
+        calibration_rows(folder, ACGATE_COLUMNS)
+    paper, free = (pd.read_csv(path / "audit_calibration.csv").query("reference == 'moderated_dl'")
+                   .reset_index(drop=True) for path in (ROOT / "tables", folder))
+    pd.testing.assert_frame_equal(paper, free)
 
 
 SPREADS = ["0.25", "0.5", "1", "1.5", "2", "3"]  # the columns of docs/results.md's panel-matched table

@@ -306,11 +306,14 @@ def test_ac_gates_reach_on_panels_like_this_one_stands_beside_its_verdicts(tiny_
                  "median_slope": read, "share_read": read, "measured_share": ms, "measured_rho": mr}
                 for n, s, r, ms, mr in cells for method, read in (("acgate", acgate_read), ("moderated_dl", 0.9))]
         pd.DataFrame(rows).to_csv(tmp_path / "reach_summary.csv", index=False)
+        (tmp_path / MEMORY_OFF).mkdir(exist_ok=True)  # the example's AC-GATE has no gate memory: its own map's rows
+        pd.DataFrame(rows).query("method == 'acgate'").to_csv(tmp_path / MEMORY_OFF / "reach_summary.csv", index=False)
         monkeypatch.setattr(reach, "MAP_FOLDER", tmp_path)
         return render_markdown(build_page(dataclasses.replace(result, error_rates=study), params, runs, data))[0]
 
     page = page_with(0.1)
-    number = re.search(r"W(\d+)\*\* AC-GATE's reach \(DGP panels whose lags spread", page).group(1)
+    number = re.search(r"W(\d+)\*\* AC-GATE's reach \(without the gate's memory; DGP panels whose lags spread",
+                       page).group(1)
     assert "in 2 of 20 panels (median slope 0.10), the moderated distributed lag's in 18 of 20" in page
     section = page[page.index("Verdicts for AC-GATE"):page.index("Verdicts for Moderated DL")]
     layers = {layer: section[section.index(f"### {layer}"):] for layer in ("L0", "L1", "L2", "L3")}
@@ -320,7 +323,8 @@ def test_ac_gates_reach_on_panels_like_this_one_stands_beside_its_verdicts(tiny_
     from acgate.panel_audit import PanelAudit  # the summary's warnings are the page's
 
     warned = PanelAudit(dataclasses.replace(result, error_rates=study), params, runs, runs).warnings
-    assert any(line.startswith("AC-GATE's reach (DGP panels whose lags spread") for line in warned)
+    assert any(line.startswith("AC-GATE's reach (without the gate's memory; DGP panels whose lags spread")
+               for line in warned)
     sighted = page_with(0.9)
     assert "can carry information on the lags here." in sighted and "** AC-GATE's reach" not in sighted
     assert "AC-GATE's reach" not in page_with(0.1, {**study, "lagged_share": None})  # no study's source
