@@ -17,7 +17,7 @@
 #                         tables and figures of all of them (about 8 minutes more than make paper on 2 cores)
 #   make calibrate        only the audit calibration, measured again (06_audit_calibration: tables/audit_calibration.*,
 #                         its figure; about 70 minutes on 2 cores from scratch; make paper keeps one of the current
-#                         rules)
+#                         rules); the paper's AC-GATE: own panels' (no gate memory) is measured by hand, docs/own_panel.md
 #   make panel-matched    the panel-matched error rates of economics and energy (07_panel_matched: 40 surrogates of
 #                         each scenario of each panel and 120 of each null one, audited, the AC-GATE family in 20 of
 #                         them), with the grid they need (about 4.5 hours on 2 cores, most of it AC-GATE's training;

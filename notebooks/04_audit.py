@@ -273,7 +273,8 @@ result.wilcoxon.round(5)
 # figures in `report_figures/`): the verdicts with their evidence, warnings and error rates, the figures above, the
 # data (entities kept and dropped, time span, splits) and the provenance of the runs (code versions, devices, dates,
 # parameters). The generic error rates come from the calibration of the rules beside this grid's tables, else the
-# repository's (`tables/audit_calibration.csv`).
+# repository's (`tables/audit_calibration.csv`; for AC-GATE without the gate's memory, the own-panel default, the
+# same file in their `gate_memory_off/` folder).
 
 # %%
 report_html, report_md = write_audit_report(result, params, runs_root, data_root, out_dir, tables)

@@ -28,6 +28,9 @@ def test_a_dataframe_is_audited_in_one_call_and_a_second_call_trains_nothing(tmp
     result = acgate.audit_panel(frame, log=lines.append, **kwargs)
     written = read_audit(result.report.parent)  # what the workflow's audit writes, read back
     assert result.result.verdicts_by_reference == written.verdicts_by_reference
+    assert written.gate_memory is False  # the model the page's calibration and reach map are of
+    page = result.report.with_suffix(".md").read_text()  # the repository's calibration of that model
+    assert "Generic error rates" in page and "tables/gate_memory_off/audit_calibration.csv (" in page
     table = result.verdicts
     assert list(table.columns) == ["reference", "layer", "verdict", "paper_rule", "evidence"]
     assert set(table.reference) == {"acgate", "moderated_dl", ""} and len(table) == 9

@@ -29,6 +29,8 @@ AUDIT_PAGE, AUDIT_MARKDOWN = "report.html", "report.md"  # a domain's audit repo
 # beside a table measured with the paper's AC-GATE, the folder of the same table for AC-GATE without the gate's memory
 # (model.gate_memory: false): tables/gate_memory_off/audit_calibration.*, tables/reach/gate_memory_off/
 MEMORY_OFF = "gate_memory_off"
+# the committed tables of the checkout this package runs from (the calibration and reach map an own panel's audit reads)
+REPOSITORY_TABLES = Path(__file__).resolve().parents[2] / "tables"
 
 
 def project_root(start: Path | None = None) -> Path:
@@ -48,14 +50,15 @@ def project_root(start: Path | None = None) -> Path:
 
 def shown(path: Path | str, base: Path | None = None) -> str:
     """``path`` as a page, a table or a notebook's output shows it: relative to the project root when it lies inside,
-    else relative to ``base`` (e.g. the folder of an audit run outside any project) when inside that, else as given.
-    What people share (a report page sent by e-mail, an executed notebook) then names no folder of the machine."""
+    else relative to the checkout this package runs from (its committed tables), else relative to ``base`` (e.g. the
+    folder of an audit run outside any project) when inside that, else as given. What people share (a report page
+    sent by e-mail, an executed notebook) then names no folder of the machine."""
     path = Path(path)
     try:
         bases = [project_root()]
     except FileNotFoundError:
         bases = []
-    for folder in [*bases, *([Path(base).resolve()] if base is not None else [])]:
+    for folder in [*bases, REPOSITORY_TABLES.parent, *([Path(base).resolve()] if base is not None else [])]:
         try:
             return str(path.resolve().relative_to(folder))
         except ValueError:

@@ -37,7 +37,7 @@ from acgate.audit.verdicts import LAYERS
 from acgate.config import Params, params_from_dict
 from acgate.data import prep
 from acgate.data.panel import Panel
-from acgate.layout import audit_dir, panel_dir, panel_matched_dir, shown
+from acgate.layout import REPOSITORY_TABLES, audit_dir, panel_dir, panel_matched_dir, shown
 from acgate.report.page_warnings import page_warnings
 from acgate.runs import atomic_write, manifest, write_csv
 
@@ -275,7 +275,8 @@ def audit_panel(frame: pd.DataFrame, *, entity: str, time: str, target: str, fea
         about = surrogate_source.about
         placed = reach.reading(panel.n_entities, about["lagged_share_of_variance"], about["residual_ar1"],
                                gate_memory=params.model.gate_memory)
-        log(f"{domain}: " + (placed["sentence"] if placed else "AC-GATE's reach: no map measured (tables/reach)"))
+        log(f"{domain}: " + (placed["sentence"] if placed else
+                             f"AC-GATE's reach: no map measured ({reach.committed_map(params.model.gate_memory)[1]})"))
     _train(panel, params, runs_root, log)
     result = audit_domain(params, runs_root, data_root)
     if study_replicates > 0:
@@ -288,7 +289,7 @@ def audit_panel(frame: pd.DataFrame, *, entity: str, time: str, target: str, fea
     result.write(out)
     from acgate.report.audit_page import write_audit_report  # matplotlib: imported where the report is drawn
 
-    report, _ = write_audit_report(result, params, runs_root, data_root, out)
+    report, _ = write_audit_report(result, params, runs_root, data_root, out, [REPOSITORY_TABLES])
     log(f"{domain}: audited; report {report}")
     return PanelAudit(result, params, report, workdir)
 

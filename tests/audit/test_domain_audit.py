@@ -74,6 +74,15 @@ def test_audit_of_a_recovering_model(tmp_path, params):
     assert back.verdicts == result.verdicts and back.verdicts_paper == result.verdicts_paper
     assert back.config == result.config
     assert len(result.kstar_by_entity) == 8 * 2 * N
+    # the model whose calibration and reach describe AC-GATE's verdicts is read back; an audit written before the
+    # setting existed audited the paper's model (with the gate's memory)
+    result.gate_memory = False
+    result.write(tmp_path / "out")
+    assert domain_audit.read_audit(tmp_path / "out").gate_memory is False
+    meta = json.loads((tmp_path / "out" / "verdicts.json").read_text())
+    del meta["gate_memory"]
+    (tmp_path / "out" / "verdicts.json").write_text(json.dumps(meta))
+    assert domain_audit.read_audit(tmp_path / "out").gate_memory is True
 
 
 def test_no_heterogeneity_and_a_noise_stratifier_are_not_certified(tmp_path, params):

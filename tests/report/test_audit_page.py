@@ -41,6 +41,7 @@ def test_the_page_puts_the_verdicts_first_then_figures_data_and_provenance(tiny_
     negatives = committed[(committed.control == "negative") & (committed.reference == "acgate")
                           & (committed.rule == "calibrated") & (committed.layer == "L1")].replicates.sum()
     assert "Generic error rates" in page and f"of {negatives} negatives" in page
+    assert f"tables/{MEMORY_OFF}/audit_calibration.csv (" in page  # the provenance names the one read
     assert "Against the Moderated DL, AC-GATE forecasts held-out data" in page
     names = re.findall(r'<figure id="figure-(\w+)"', page)
     assert names == ["kstar", "stratifier_rho", "kstar_stratifiers", "heldout", "neural_vs_classical", "recovery"]

@@ -26,9 +26,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from acgate.layout import MEMORY_OFF
+from acgate.layout import MEMORY_OFF, REPOSITORY_TABLES
 
-MAP_FOLDER = Path(__file__).resolve().parents[3] / "tables" / "reach"  # the repository's committed map
+MAP_FOLDER = REPOSITORY_TABLES / "reach"  # the repository's committed map
 # a method reads a panel's lags where its k* ranks them (Spearman with the truth) and spans them (the slope of k* on the
 # truth: 0 for a k* that barely varies, however well it ranks) both at least this
 GOOD = 0.5

@@ -502,7 +502,7 @@ def _study(result: AuditResult) -> str:
 def build_page(result: AuditResult, params: Params, runs_root: Path, data_root: Path, tables_dirs: Sequence[Path] = ()
                ) -> Page:
     """The report page of ``result`` (see the module's docstring)."""
-    calibration = generic_calibration(list(tables_dirs), params.model.gate_memory)
+    calibration = generic_calibration(list(tables_dirs), result.gate_memory)  # the reach reading's model too
     page = Page(f"Audit report: {result.domain}")
     page.heading(1, f"Audit report: {result.domain}")
     seeds, methods = (result.l1.seed.nunique(), result.l1.method.nunique()) if not result.l1.empty else (0, 0)
