@@ -162,18 +162,14 @@ class _LagFit:
         gram = np.einsum("npr,nab->parb", G, outer).reshape(G.shape[1] * q.shape[1], -1)
         self.inverse = np.linalg.pinv(gram, hermitian=True)
 
-    def _partialled(self, values: np.ndarray) -> np.ndarray:
-        """(D, N, S) each of ``values`` (D, N, S), centred within entities, less its least squares on the entity's
-        own regressors."""
-        coef = np.einsum("nrs,dns->dnr", self.solve, values)
-        return np.where(self.rows, values - np.einsum("nsr,dnr->dns", self.own, coef), 0.0)
-
     def residual(self, y: np.ndarray) -> np.ndarray:
         """(D, N, S) the residuals of each of the targets ``y`` (D, N, S); zero outside the rows."""
-        partialled = self._partialled(np.stack([within(values, self.rows) for values in y]))
-        moment = np.einsum("nsp,dns,na->dpa", self.U, partialled, self.q).reshape(len(y), -1)
-        coef = (moment @ self.inverse).reshape(len(y), self.U.shape[2], self.q.shape[1])
-        return np.where(self.rows, partialled - np.einsum("nsp,dpa,na->dns", self.U, coef, self.q), 0.0)
+        values = within(np.moveaxis(y, 0, -1), self.rows)  # (N, S, D): each target centred within entities
+        values = values - self.own @ (self.solve @ values)  # ... less its least squares on the entity's own regressors
+        moment = np.tensordot(self.q, self.U.transpose(0, 2, 1) @ values, axes=(0, 0))  # (Q, P, D)
+        coef = (moment.transpose(2, 1, 0).reshape(len(y), -1) @ self.inverse).reshape(len(y), -1, self.q.shape[1])
+        fitted = self.U @ (coef @ self.q.T).transpose(2, 1, 0)  # (N, S, P) @ (N, P, D)
+        return np.moveaxis(np.where(self.rows[..., None], values - fitted, 0.0), -1, 0)
 
 
 class _Idiosyncratic:
