@@ -17,7 +17,11 @@
 #                         tables and figures of all of them (about 8 minutes more than make paper on 2 cores)
 #   make calibrate        only the audit calibration, measured again (06_audit_calibration: tables/audit_calibration.*,
 #                         its figure; about 70 minutes on 2 cores from scratch; make paper keeps one of the current
-#                         rules); the paper's AC-GATE: own panels' (no gate memory) is measured by hand, docs/own_panel.md
+#                         rules), of the paper's AC-GATE
+#   make calibrate-own    the same for the AC-GATE own panels train (no gate memory; the calibration's panels and
+#                         seeds): tables/gate_memory_off/audit_calibration.*, which their audit pages read (about 80
+#                         minutes on 2 cores; every core, one process each); its notebook and figure in
+#                         runs/gate_memory_off/
 #   make panel-matched    the panel-matched error rates of economics and energy (07_panel_matched: 40 surrogates of
 #                         each scenario of each panel and 120 of each null one, audited, the AC-GATE family in 20 of
 #                         them), with the grid they need (about 4.5 hours on 2 cores, most of it AC-GATE's training;
@@ -85,7 +89,7 @@ QUICK := seeds=3 runs_dir=runs/quick
 PANELS := runs_dir=runs/panels
 PANELS_TIMESPAN := --max-jobs-per-timespan 100/1s
 
-.PHONY: setup paper audit scenarios quick calibrate panel-matched dry-run unlock bench data example test test-fast \
+.PHONY: setup paper audit scenarios quick calibrate calibrate-own panel-matched dry-run unlock bench data example test test-fast \
 	lint lab notebooks clean-runs
 
 # the package's version is written once, in lib/acgate/__init__.py; the installed metadata (which every run's manifest
@@ -128,6 +132,13 @@ quick: setup
 
 calibrate: setup
 	$(SNAKEMAKE) calibrate --forcerun calibrate $(if $(CONFIG),--config $(CONFIG))
+
+# AC-GATE without the gate's memory (params/audit_calibration_gate_memory_off.yaml), outside the workflow: the paper's
+# grid does not read it
+calibrate-own: setup
+	$(PY) -m acgate.notebook run notebooks/06_audit_calibration.py runs/gate_memory_off/06_audit_calibration.ipynb \
+		params_file=params/audit_calibration_gate_memory_off.yaml tables_dir=tables/gate_memory_off \
+		runs_dir=runs/gate_memory_off figures_dir=runs/gate_memory_off
 
 panel-matched: setup
 	$(SNAKEMAKE) --config 'panel_matched_domains=[economics, energy]' panel_matched_replicates=40 \

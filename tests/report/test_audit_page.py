@@ -56,6 +56,7 @@ def test_the_generic_rates_are_those_of_the_ac_gate_audited(tmp_path):
     calibration of the other model never gives its rates: the page of such a run showed the paper's model's."""
     import json
 
+    from acgate.audit.verdicts import RULES_VERSIONS
     from acgate.report.audit_page import generic_calibration
 
     def calibration_in(folder: Path, gate_memory: bool) -> None:
@@ -69,14 +70,19 @@ def test_the_generic_rates_are_those_of_the_ac_gate_audited(tmp_path):
     assert generic_calibration([tmp_path])["rates"]
     off = generic_calibration([tmp_path], gate_memory=False)
     assert "rates" not in off and off["note"] == f"no calibration of the rules (audit_calibration.csv) in " \
-                                                 f"{tmp_path / MEMORY_OFF}"
+                                                 f"{tmp_path / MEMORY_OFF}; make calibrate-own measures it"
     calibration_in(tmp_path / MEMORY_OFF, True)  # the paper's model's, in the other model's folder
     assert "rates" not in (wrong := generic_calibration([tmp_path], gate_memory=False))
     assert wrong["note"].endswith("measured AC-GATE with the gate's memory (the paper's model) and this audit's "
-                                  "AC-GATE is without the gate's memory: its error rates do not apply")
+                                  "AC-GATE is without the gate's memory: its error rates do not apply; make "
+                                  "calibrate-own measures it")
     calibration_in(tmp_path / MEMORY_OFF, False)
     assert generic_calibration([tmp_path], gate_memory=False)["file"].endswith(
         f"{MEMORY_OFF}/audit_calibration.csv")
+    record = json.loads((tmp_path / "audit_calibration.json").read_text())  # one of older rules names the target
+    record["rules_version"] = {reference: version - 1 for reference, version in RULES_VERSIONS.items()}
+    (tmp_path / "audit_calibration.json").write_text(json.dumps(record))
+    assert generic_calibration([tmp_path])["note"].endswith("its error rates do not apply; make calibrate measures it")
 
 
 def test_the_page_is_self_contained(tiny_grid):

@@ -85,8 +85,10 @@ def generic_calibration(tables_dirs: list[Path], gate_memory: bool = True) -> di
     """The committed calibration of the rules on simulated control panels (``audit_calibration.csv`` and its record,
     in the first of ``tables_dirs`` that has both; for AC-GATE without the gate's memory, ``gate_memory`` false, in
     their folders :data:`acgate.layout.MEMORY_OFF`): per (reference, rule, layer), "supported" counts on negatives
-    and on positives; ``{"note": why}`` alone when there is none, or it measured other rules or the other model."""
+    and on positives; ``{"note": why}`` alone when there is none, or it measured other rules or the other model,
+    naming the make target that measures it (``calibrate``, or ``calibrate-own`` without the memory)."""
     folders = [Path(d) if gate_memory else Path(d) / MEMORY_OFF for d in tables_dirs]
+    fix = f"; make {'calibrate' if gate_memory else 'calibrate-own'} measures it"
     for folder in folders:
         table, record = folder / "audit_calibration.csv", folder / "audit_calibration.json"
         if not (table.is_file() and record.is_file()):
@@ -95,10 +97,11 @@ def generic_calibration(tables_dirs: list[Path], gate_memory: bool = True) -> di
         measured = rules_versions(about.get("rules_version"))
         if measured != RULES_VERSIONS:
             return {"note": f"the calibration in {shown(folder)} measured rules versions {versions_text(measured)}, "
-                            f"the rules are now versions {versions_text(RULES_VERSIONS)}: its error rates do not apply"}
+                            f"the rules are now versions {versions_text(RULES_VERSIONS)}: its error rates do not "
+                            f"apply{fix}"}
         if about.get("params", {}).get("model", {}).get("gate_memory", True) != gate_memory:
             return {"note": f"the calibration in {shown(folder)} measured AC-GATE {_memory(not gate_memory)} and "
-                            f"this audit's AC-GATE is {_memory(gate_memory)}: its error rates do not apply"}
+                            f"this audit's AC-GATE is {_memory(gate_memory)}: its error rates do not apply{fix}"}
         frame = pd.read_csv(table)
         absent = sorted({"reference", "rule", "layer", "truth", "supported", "replicates"} - set(frame.columns))
         if absent:  # a calibration that measured nothing (a smoke grid's) has its scenarios only
@@ -110,7 +113,7 @@ def generic_calibration(tables_dirs: list[Path], gate_memory: bool = True) -> di
             rates.setdefault((reference, rule, layer), {})[side] = (int(row.supported), int(row.replicates))
         return {"note": "", "rates": rates, "file": shown(table), "created_utc": about.get("created_utc"),
                 "git_sha": about.get("git_sha")}
-    return {"note": "no calibration of the rules (audit_calibration.csv) in " + ", ".join(map(shown, folders))}
+    return {"note": "no calibration of the rules (audit_calibration.csv) in " + ", ".join(map(shown, folders)) + fix}
 
 
 def _memory(gate_memory: bool) -> str:
