@@ -265,11 +265,22 @@ def audit_panel(frame: pd.DataFrame, *, entity: str, time: str, target: str, fea
                     study_neural_replicates, study_seeds, study_null_replicates)
     _write_if_changed(csv, frame[list(dict.fromkeys(columns))].to_csv(index=False))
     _write_if_changed(workdir / "params" / f"{domain}.yaml", WRITTEN_BY + yaml.safe_dump(spec, sort_keys=False))
-    data_root, runs_root = workdir / "data", workdir / "runs"
+    wanted = {"replicates": study_replicates, "neural_replicates": study_neural_replicates, "seeds": study_seeds,
+              **({"null_replicates": study_null_replicates}
+                 if study_null_replicates not in (0, study_replicates) else {})}
+    return _audit(params, workdir, wanted, jobs, log)
 
+
+def _audit(params: Params, workdir: Path, wanted: dict, jobs: int, log: Callable[[str], None]) -> PanelAudit:
+    """The steps of :func:`audit_panel` once its params are written to ``workdir``: the panel, AC-GATE's reach
+    reading, the runs, the audit, the panel-matched study of size ``wanted`` (none where its replicates are 0) and
+    the report."""
+    domain, data, split = params.domain, params.data, params.split
+    data_root, runs_root = workdir / "data", workdir / "runs"
     panel = _prepared(params, workdir, log)
-    log(f"{domain}: {panel.n_entities} entities, times {first}..{last} (validation from {val_start}, test from "
-        f"{test_start}); {seeds} seeds x {len(params.methods)} methods -> {runs_root}")
+    log(f"{domain}: {panel.n_entities} entities, times {data.first_time}..{data.last_time} (validation from "
+        f"{split.val_start}, test from {split.test_start}); {params.n_seeds} seeds x {len(params.methods)} methods "
+        f"-> {runs_root}")
     surrogate_source = surrogates.fit_source(panel, params) if "acgate" in params.methods else None
     if surrogate_source:  # before training: can AC-GATE's k* read lags in panels like this one?
         about = surrogate_source.about
@@ -279,12 +290,10 @@ def audit_panel(frame: pd.DataFrame, *, entity: str, time: str, target: str, fea
                              f"AC-GATE's reach: no map measured ({reach.committed_map(params.model.gate_memory)[1]})"))
     _train(panel, params, runs_root, log)
     result = audit_domain(params, runs_root, data_root)
-    if study_replicates > 0:
-        wanted = {"replicates": study_replicates, "neural_replicates": study_neural_replicates, "seeds": study_seeds,
-                  **({"null_replicates": study_null_replicates}
-                     if study_null_replicates not in (0, study_replicates) else {})}
+    if wanted["replicates"] > 0:
         result.error_rates = panel_matched.at_seeds(
-            _study(panel, params, panel_matched_dir(runs_root, domain), wanted, jobs, log, surrogate_source), seeds)
+            _study(panel, params, panel_matched_dir(runs_root, domain), wanted, jobs, log, surrogate_source),
+            params.n_seeds)
     out = audit_dir(runs_root, domain)
     result.write(out)
     from acgate.report.audit_page import write_audit_report  # matplotlib: imported where the report is drawn
