@@ -223,10 +223,16 @@ def test_entities_left_out_by_preparation_are_named_at_the_call(tmp_path):
     (lambda f: f.assign(outcome=1.0), "PrepError", r"target 'outcome' is 1 in every observed row of the training "
                                                    r"window \(before 2017\): there is nothing to forecast"),
     (lambda f: f.iloc[:0], "ValueError", "the frame has no rows"),
+    (lambda f: f.assign(driver=1.0), "PrepError", r"feature 'driver' is 1 in every observed row of the training "
+                                                  r"window \(before 2017\): the models read lags from a feature's "
+                                                  r"changes over time, so it carries none"),
+    (lambda f: f.assign(driver=f.region.str[-2:].astype(float)), "PrepError",
+     r"feature 'driver' is constant within every entity \(it differs only between entities\)"),
 ])
 def test_a_frame_with_nothing_to_forecast_stops_at_the_call(tmp_path, change, error, message):
     """A constant target trained every run and then stopped in the report's figures (ZeroDivisionError); an empty
-    frame was "column 'year' holds no number"."""
+    frame was "column 'year' holds no number"; a feature that never changes within an entity (a column of one value,
+    or an entity-level one given as a feature) was audited without a word, though it carries no lag."""
     with pytest.raises(Exception, match=message) as raised:
         acgate.audit_panel(change(example_frame()), features=["driver"], workdir=tmp_path, methods=["moderated_dl"],
                            seeds=1, study_replicates=0, **CALL)

@@ -187,9 +187,26 @@ def prepare(frame: pd.DataFrame, params: Params, source: str) -> Prepared:
         raise PrepError(f"{source}: target '{data.target}' is {float(np.nanmax(trained)):g} in every observed row of "
                         f"the training window (before {params.split.val_start}): there is nothing to forecast; check "
                         "that data.target names the column to forecast")
+    _check_features_move(panel, params, source)
     panel.meta["prep"] = {"entities_seen": len(report), "entities_kept": len(kept),
                           "targets_left_out": int(sum(r["targets_left_out"] for r in report)), "warning": warning}
     return Prepared(panel=panel, report=pd.DataFrame(report), coverage=coverage, warning=warning)
+
+
+def _check_features_move(panel: Panel, params: Params, source: str) -> None:
+    """A PrepError naming each feature that does not change over time within any entity in the training window: the
+    models read lags from a feature's changes over the steps (each entity's own level is its intercept's), so such a
+    feature carries no lag, and the audit read it without a word."""
+    x = panel.X[:, panel.train_time_mask()].astype(float)  # (N, T, F)
+    seen = np.isfinite(x)
+    low, high = np.where(seen, x, np.inf).min(axis=1), np.where(seen, x, -np.inf).max(axis=1)  # (N, F)
+    for f in np.flatnonzero(~(high > low).any(axis=0)):
+        name, values = params.data.features[f], x[..., f][seen[..., f]]
+        how = (f"is {values[0]:g} in every observed row" if values.size and np.all(values == values[0])
+               else "is constant within every entity (it differs only between entities)")
+        raise PrepError(f"{source}: feature '{name}' {how} of the training window (before {params.split.val_start}): "
+                        "the models read lags from a feature's changes over time, so it carries none; leave it out "
+                        "of data.features, or check that it names the column meant")
 
 
 def dropped_warning(report: pd.DataFrame, params: Params, source: str) -> str | None:
