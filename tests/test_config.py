@@ -129,6 +129,15 @@ def test_out_of_range_values(tmp_path, section, key, value, allowed):
         load_params(write(tmp_path, data))
 
 
+def test_a_column_named_twice_is_refused(tmp_path):
+    """A proxy, feature or stratifier named twice doubled its columns in every design without a word (a fault trial
+    of audit_panel)."""
+    data = yaml.safe_load((ROOT / "params" / "example_panel.yaml").read_text())
+    data["data"]["proxies"] = ["mean:capacity", "mean:capacity"]
+    with pytest.raises(ParamsError, match=r"data.proxies = .* must be a list of at least 1 distinct column name"):
+        load_params(write(tmp_path, data))
+
+
 def test_the_workflow_matches_domain_names_with_the_params_checks_own_pattern():
     """The params check and the Snakefile's {domain} wildcard once differed ('-' passed one and failed the other with
     a MissingInputException): the Snakefile must constrain the wildcard with the constant the check uses."""

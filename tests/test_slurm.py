@@ -107,7 +107,8 @@ PartitionName=debug Nodes={host} Default=YES MaxTime=INFINITE State=UP
 def test_a_grid_runs_on_slurm_as_it_runs_locally(cluster, tmp_path):
     # snakemake() schedules with a 1-s timespan (the tests' own), over the profiles' 20 s; both grids keep a
     # calibration of the current rules, so none runs (the HTML view is the multi-threaded job Slurm is given). The
-    # local grid runs while the Slurm one waits on its status checks (they back off to 33 s a job)
+    # local grid runs while the Slurm one waits on its status checks, whose interval grows by 10 s each time no job
+    # has finished (about 33 s a job here)
     on_slurm, local = tmp_path / "slurm", tmp_path / "local"
     for workdir in (on_slurm, local):
         keep_a_calibration(workdir)
@@ -117,7 +118,9 @@ def test_a_grid_runs_on_slurm_as_it_runs_locally(cluster, tmp_path):
             "--default-resources", "slurm_partition=debug", "mem_mb=500", "runtime=30",
             "--slurm-status-command", "squeue", "--latency-wait", "5",
             "--slurm-init-seconds-before-status-checks", "1", "--seconds-between-status-checks", "2",
-            "--set-threads", "html=2", "--set-resources", "html:cpus_per_task=2", cores="", config=CONFIG)
+            "--set-threads", "calibrate=2", "panel_matched=2", "html=2",  # the profile's 8 do not fit the node
+            "--set-resources", "calibrate:cpus_per_task=2", "panel_matched:cpus_per_task=2", "html:cpus_per_task=2",
+            cores="", config=CONFIG)
         local_run = pool.submit(snakemake, local, config=CONFIG)
         done, ran_here = slurm_run.result(), local_run.result()
     log = done.stdout + done.stderr

@@ -145,8 +145,9 @@ def _text(v: Any) -> str | None:
 
 def _names(at_least: int) -> Callable[[Any], str | None]:
     def check(v: Any) -> str | None:
-        ok = isinstance(v, (list, tuple)) and len(v) >= at_least and all(isinstance(x, str) and x for x in v)
-        return None if ok else f"a list of at least {at_least} column name(s)"
+        ok = isinstance(v, (list, tuple)) and len(v) >= at_least and all(isinstance(x, str) and x for x in v) \
+            and len(set(v)) == len(v)  # a name given twice doubles its columns in every design
+        return None if ok else f"a list of at least {at_least} distinct column name(s)"
 
     return check
 

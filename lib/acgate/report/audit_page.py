@@ -105,7 +105,7 @@ def generic_calibration(tables_dirs: list[Path], gate_memory: bool = True) -> di
         frame = pd.read_csv(table)
         absent = sorted({"reference", "rule", "layer", "truth", "supported", "replicates"} - set(frame.columns))
         if absent:  # a calibration that measured nothing (a smoke grid's) has its scenarios only
-            return {"note": f"the calibration in {shown(folder)} holds no rates (no column {', '.join(absent)})"}
+            return {"note": f"the calibration in {shown(folder)} holds no rates (no column {', '.join(absent)}){fix}"}
         counts = frame.groupby(["reference", "rule", "layer", "truth"])[["supported", "replicates"]].sum()
         rates: dict[tuple, dict] = {}
         for (reference, rule, layer, truth), row in counts.iterrows():
