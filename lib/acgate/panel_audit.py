@@ -215,7 +215,8 @@ def audit_panel(frame: pd.DataFrame, *, entity: str, time: str, target: str, fea
         Any other params section as a dict, e.g. ``train={"max_epochs": 100}`` or ``audit={"true_lag": "lag"}``.
         AC-GATE is trained without the gate's memory (``model.gate_memory: false``, as ``params/example_panel.yaml``
         has it: its k* then sits where the moderated distributed lag's does on panels with one lag for all);
-        ``model={"gate_memory": True}`` trains the paper's model.
+        ``model={"gate_memory": True}`` trains the paper's model. The surrogates' noise model takes 200 simulated
+        panels (``audit.noise_draws``; the paper's domains 20).
 
     Returns
     -------
@@ -256,7 +257,7 @@ def audit_panel(frame: pd.DataFrame, *, entity: str, time: str, target: str, fea
                                      "proxies": list(proxies), "static": list(static),
                                      "stratifiers": list(stratifiers)},
                             "split": {"val_start": val_start, "test_start": test_start},
-                            "model": {"max_lag": max_lag, "gate_memory": False}}
+                            "model": {"max_lag": max_lag, "gate_memory": False}, "audit": {"noise_draws": 200}}
     for section, values in settings.items():
         spec[section] = {**spec.get(section, {}), **values}
     params = params_from_dict(spec, f"audit_panel({domain!r})")

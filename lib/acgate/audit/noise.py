@@ -2,7 +2,7 @@
 
     e_it = lambda_i . f_t + u_it,    u_it = rho u_i,t-1 + sigma_i v_it,    v ~ N(0, 1)
 
-    found = estimate(design, q)     # design: gls.lag_design(panel, K); q: the moderators of the proxies
+    found = estimate(design, q, draws)  # design: gls.lag_design(panel, K); q: the proxies' moderators; draws 20-200
     found.rho, found.sigma, found.factors, found.loadings, found.about()
 
 Estimated over every observed target step from the residuals of lag fits that spend few parameters on each entity,
@@ -28,13 +28,14 @@ variance; 0.05 or less on the real panels' surrogates, whose lags hold 5-16 % of
   entity's loading.
 - rho, of the idiosyncratic part u (the own fit's residuals once each entity's common part is taken out of its
   target): the pooled AR(1) of each entity's u scaled to sd 1, debiased by indirect inference: the same statistic
-  computed on simulated AR(1) noise (:data:`DRAWS` panels of at most :data:`SIMULATED` of its entities, each at its
-  own scale sigma_i, through the same fits and the same removal of the common part), the rho whose mean statistic
-  equals the panel's found by bisection on [-0.9, :data:`MAX_RHO`]; then sigma_i at that rho, and rho once more.
-  On surrogates of both real panels with known rho 0.5, 0.8 and 0.95 the mean estimate is within 0.05 of the truth
-  in 16 of 18 economics cells and 12 of 18 energy ones (``tables/noise_recovery``): the :data:`DRAWS` simulated
-  panels are the same for every reading on a layout, so their error is an offset all of them share (+0.06 at rho
-  0.8 on energy's layout; 200 draws leave +0.03, docs/results.md).
+  computed on simulated AR(1) noise (``draws`` panels, ``audit.noise_draws``, of at most :data:`SIMULATED` of its
+  entities, each at its own scale sigma_i, through the same fits and the same removal of the common part), the rho
+  whose mean statistic equals the panel's found by bisection on [-0.9, :data:`MAX_RHO`]; then sigma_i at that rho,
+  and rho once more. The simulated panels are the same for every reading on a layout, so their error is an offset
+  all of them share. On surrogates of both real panels with known rho 0.5, 0.8 and 0.95 the mean estimate is within
+  0.05 of the truth in 16 of 18 economics cells and 12 of 18 energy ones with 20 draws, the paper's domains'
+  (``tables/noise_recovery``; +0.05-0.08 at 0.5-0.8 on energy's layout), and in 18 and 15 with 200, the own
+  panels' (docs/results.md).
 - sigma_i: each entity's innovation scale, the sd of u_t - rho u_t-1 over its consecutive observed steps (the median
   over entities for an entity with fewer than 3 such steps).
 """
@@ -55,7 +56,6 @@ MAX_RHO = 0.99  # the largest AR(1) coefficient the search gives: the noise stay
 CD_ENTITIES = 1_000  # Pesaran's CD over at most this many entities (a fixed sample): it compares every pair
 CD_ALPHA = 0.05  # a common factor only where Pesaran's CD rejects the residuals' independence at this level
 SIMULATED = 500  # ... of at most this many of the panel's entities (a fixed sample): its statistic is per entity
-DRAWS = 20  # simulated panels per evaluation of the indirect-inference statistic (the same shocks for every rho)
 BISECTIONS = 12  # steps of the search for rho: a precision of about 0.0005
 SALT = 7_919  # the simulated shocks, apart from every other random stream of the project
 
@@ -88,9 +88,10 @@ class Noise:
                 "idiosyncratic_cd": round(self.cd_idiosyncratic["cd"], 3)}
 
 
-def estimate(design: LagDesign, q: np.ndarray) -> Noise:
+def estimate(design: LagDesign, q: np.ndarray, draws: int) -> Noise:
     """The :class:`Noise` of the panel of ``design`` (:func:`acgate.audit.gls.lag_design`) around its lag curves
-    moderated by ``q`` (N, Q: :func:`acgate.models.classical.moderators` of the proxies)."""
+    moderated by ``q`` (N, Q: :func:`acgate.models.classical.moderators` of the proxies), its rho found with ``draws``
+    simulated panels (``audit.noise_draws``)."""
     rows = design.rows
     pooled = _LagFit(design, q, own=0)
     residual = pooled.residual(design.y[None])[0]
@@ -105,7 +106,7 @@ def estimate(design: LagDesign, q: np.ndarray) -> Noise:
         sample = LagDesign(design.U[chosen], design.y[chosen], rows[chosen], design.basis)
         through = _Idiosyncratic(_LagFit(sample, q[chosen], own=0), _LagFit(sample, q[chosen], own=OWN_BASIS),
                                  factors, rows[chosen])
-    shocks = np.random.default_rng([SALT, 4]).normal(size=(DRAWS, len(chosen), rows.shape[1]))
+    shocks = np.random.default_rng([SALT, 4]).normal(size=(draws, len(chosen), rows.shape[1]))
     sigma = np.ones(len(rows))
     for _ in range(2):  # rho at unit scales, sigma at that rho, rho at those scales, sigma at that rho
         rho = _indirect_rho(raw, sigma[chosen], shocks, through, rows[chosen])

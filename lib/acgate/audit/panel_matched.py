@@ -455,12 +455,13 @@ def panel_digest(panel: Panel) -> str:
 def params_digest(params: Params) -> str:
     """Short hash of the whole params, the audit settings, methods and seed count included (all shape the study's
     replicates or the rules they are judged by); ``Params.digest`` leaves those out, as they do not shape a run. Left
-    out: ``train.keep_freed_memory``, which changes no number, and the model settings added later where they hold
-    their defaults (:func:`acgate.config.without_later_defaults`), so that the studies measured before those existed
-    stay current."""
+    out: ``train.keep_freed_memory``, which changes no number, and the model and audit settings added later where
+    they hold their defaults (:func:`acgate.config.without_later_defaults`), so that the studies measured before
+    those existed stay current."""
     whole = params.to_dict()
     whole["train"] = {k: v for k, v in whole["train"].items() if k != "keep_freed_memory"}
-    whole["model"] = without_later_defaults(whole["model"])
+    for section in ("model", "audit"):
+        whole[section] = without_later_defaults(section, whole[section])
     return hashlib.sha256(json.dumps(whole, sort_keys=True).encode()).hexdigest()[:12]
 
 

@@ -214,7 +214,7 @@ def fit_source(panel: Panel, params: Params) -> Source:
     rows[:, K:] = np.isfinite(y[:, K:]) & (labels != "test")[None, :]
     train = rows & np.concatenate([np.zeros(K, dtype=bool), labels == "train"])[None, :]
     intercept = intercepts(np.nan_to_num(y - lagged), train)
-    found = noise_of(panel, K)
+    found = noise_of(panel, params)
     common = np.zeros(y.shape)
     common[:, K:] = found.common()
     proxy_score, stratifier_score, other_score, about = _directions(panel, params.audit.circular_threshold)
@@ -231,11 +231,12 @@ def fit_source(panel: Panel, params: Params) -> Source:
                   other_score, shifts, about)
 
 
-def noise_of(panel: Panel, max_lag: int) -> noise.Noise:
-    """The noise model of ``panel`` (:func:`acgate.audit.noise.estimate`) around its lag curves of lags 1..``max_lag``
-    moderated by its proxies, as :func:`fit_source` reads it."""
-    return noise.estimate(gls.lag_design(panel, max_lag),
-                          moderators(Normalisers.fit(panel).P.transform(panel.P), shared=False))
+def noise_of(panel: Panel, params: Params) -> noise.Noise:
+    """The noise model of ``panel`` (:func:`acgate.audit.noise.estimate`, ``audit.noise_draws`` simulated panels) around
+    its lag curves of lags 1..``model.max_lag`` moderated by its proxies, as :func:`fit_source` reads it."""
+    return noise.estimate(gls.lag_design(panel, params.model.max_lag),
+                          moderators(Normalisers.fit(panel).P.transform(panel.P), shared=False),
+                          params.audit.noise_draws)
 
 
 SHIFT_GRID = 241  # multipliers of the score tried for each spread, from 0 to 6 times the spread

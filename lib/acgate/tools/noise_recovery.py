@@ -14,7 +14,8 @@ the noise replaced:
   following the proxies);
 - lags (``--lags``): ``one_curve`` (one curve for all) or ``proxy_lags_two`` (a 2-lag spread along the proxies).
 
-The noise model then reads each surrogate as the study reads a panel (:func:`acgate.audit.noise.estimate`): its rho,
+The noise model then reads each surrogate as the study reads a panel (:func:`acgate.audit.noise.estimate`, with the
+domain's ``audit.noise_draws`` simulated panels): its rho,
 how many common factors it takes out, the share of the (scaled) noise they hold, Pesaran's CD before and after. The
 true share is that of the surrogate's own noise: the mean over entities of its common part's variance over the
 noise's, over the steps the noise model reads.
@@ -39,7 +40,7 @@ import pandas as pd
 
 from acgate import processes
 from acgate.audit import gls, noise, panel_matched, surrogates
-from acgate.config import load_params
+from acgate.config import Params, load_params
 from acgate.data.prep import prepared_panel
 from acgate.layout import project_root
 from acgate.models.classical import within
@@ -75,14 +76,14 @@ def true_share(cell: surrogates.Source, lags: str, seed: int, target: str | None
     return float(np.mean(common[usable] / total[usable]))
 
 
-def surrogate_row(source: surrogates.Source, item: tuple[float, int, str, int]) -> dict:
+def surrogate_row(source: surrogates.Source, params: Params, item: tuple[float, int, str, int]) -> dict:
     """The noise model's reading of surrogate ``replicate`` of the cell (rho, factors, lags) beside its truth."""
     rho, factors, lags, replicate = item
     cell = cell_source(source, rho, factors)
     seed = panel_matched.surrogate_seed(lags, replicate)
     target = "common_shock" if factors == 2 else None
     panel = surrogates.draw(cell, lags, seed, target=target)
-    found = surrogates.noise_of(panel, source.max_lag)
+    found = surrogates.noise_of(panel, params)
     return {"rho": rho, "factors": factors, "lags": lags, "replicate": replicate, "rho_read": found.rho,
             "factors_read": len(found.factors), "share_read": found.factor_share,
             "true_share": true_share(cell, lags, seed, target, gls.lag_design(panel, source.max_lag).rows),
@@ -124,7 +125,7 @@ def main(argv: list[str] | None = None) -> None:
     record = {**manifest(params.to_dict(), seed=-1, device="cpu"), "settings": vars(args), "machine": machine(),
               "panel_noise": {k: source.about[k] for k in ("residual_ar1", "common_factors", "factor_share")}}
     start = time.perf_counter()
-    rows = pd.DataFrame(processes.in_order(functools.partial(surrogate_row, source), plan, args.jobs,
+    rows = pd.DataFrame(processes.in_order(functools.partial(surrogate_row, source, params), plan, args.jobs,
                                            f"{args.domain} surrogates"))
     out = Path(args.out)
     write_csv(out / f"{args.domain}_noise_recovery.csv", rows, index=False)
