@@ -38,12 +38,13 @@ def test_the_true_share_is_that_of_the_surrogates_own_noise(example):
 
 
 def test_a_surrogates_reading_and_the_summary(example):
-    _, _, source = example
-    rows = pd.DataFrame([noise_recovery.surrogate_row(source, (0.8, factors, "one_curve", replicate))
+    params, _, source = example
+    rows = pd.DataFrame([noise_recovery.surrogate_row(source, params, (0.8, factors, "one_curve", replicate))
                          for factors in (0, 2) for replicate in range(2)])
     assert list(rows.factors) == [0, 0, 2, 2]
     assert rows.rho_read.between(-0.9, noise.MAX_RHO).all() and (rows.true_share[rows.factors == 0] == 0).all()
-    assert noise_recovery.surrogate_row(source, (0.8, 0, "one_curve", 1)) == rows.iloc[1].to_dict()  # the study's seed
+    again = noise_recovery.surrogate_row(source, params, (0.8, 0, "one_curve", 1))
+    assert again == rows.iloc[1].to_dict()  # the study's seed
     found = noise_recovery.summary(rows).set_index("factors")
     assert found.surrogates.tolist() == [2, 2]
     assert found.rho_bias[2] == pytest.approx(rows.rho_read[2:].mean() - 0.8, abs=1e-4)
