@@ -33,9 +33,8 @@ variance; 0.05 or less on the real panels' surrogates, whose lags hold 5-16 % of
   whose mean statistic equals the panel's found by bisection on [-0.9, :data:`MAX_RHO`]; then sigma_i at that rho,
   and rho once more. The simulated panels are the same for every reading on a layout, so their error is an offset
   all of them share. On surrogates of both real panels with known rho 0.5, 0.8 and 0.95 the mean estimate is within
-  0.05 of the truth in 16 of 18 economics cells and 12 of 18 energy ones with 20 draws, the paper's domains'
-  (``tables/noise_recovery``; +0.05-0.08 at 0.5-0.8 on energy's layout), and in 18 and 15 with 200, the own
-  panels' (docs/results.md).
+  0.05 of the truth in 16 of 18 economics cells with 20 draws (``tables/noise_recovery``) and 18 with 200; on energy
+  in 12 of 18 with 20 (+0.05-0.08 at 0.5-0.8) and 15 with 200, its params' count (``tables/noise_recovery``).
 - sigma_i: each entity's innovation scale, the sd of u_t - rho u_t-1 over its consecutive observed steps (the median
   over entities for an entity with fewer than 3 such steps).
 """
