@@ -378,6 +378,12 @@ class Params:
             return "synthetic"
         return "proxy_shuffle" if self.data.proxy_shuffle else "data"
 
+    def recorded(self, section: str) -> dict:
+        """The params section ``section`` (e.g. "audit") as a dict, as the hashes of runs and studies and the records
+        of calibrations and audits hold it: without the settings added later that hold the value they were added with
+        (:func:`without_later_defaults`)."""
+        return without_later_defaults(section, dataclasses.asdict(getattr(self, section)))
+
     def digest(self) -> str:
         """Short hash of what shapes one training run (domain, data or synthetic, split, model, train), recorded
         with every run; a run whose hash differs from the current one is stale. The audit settings, the seed count
@@ -392,7 +398,7 @@ class Params:
                    if k not in ("audit", "n_seeds", "methods") and v is not None}
         unshaping = ("block_entities", "stacked", "keep_freed_memory")
         shaping["train"] = {k: v for k, v in shaping["train"].items() if k not in unshaping}
-        shaping["model"] = without_later_defaults("model", shaping["model"])
+        shaping["model"] = self.recorded("model")
         text = json.dumps(shaping, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 

@@ -58,7 +58,7 @@ from acgate.audit.verdicts import (
     rules_versions,
     versions_text,
 )
-from acgate.config import AuditConfig, Params, without_later_defaults
+from acgate.config import AuditConfig, Params
 from acgate.data import dgp
 from acgate.data.panel import SPLITS, Panel
 from acgate.layout import audit_dir, method_dir, panel_dir
@@ -336,10 +336,9 @@ RECORD = "audit_calibration.json"  # beside the table: what the calibration meas
 
 def settings(params: Params, names: list[str], negative: int, positive: int) -> dict:
     """What a calibration's numbers depend on besides the code of the rules: the replicate panels and training (the
-    params digest), the audit settings (those added later only where they differ from the value they were added with:
-    :func:`acgate.config.without_later_defaults`), the methods, the seeds, the scenarios and the replicate counts."""
-    audit = without_later_defaults("audit", dataclasses.asdict(params.audit))
-    return {"params_digest": params.digest(), "audit": audit,
+    params digest), the audit settings (:meth:`acgate.config.Params.recorded`), the methods, the seeds, the scenarios
+    and the replicate counts."""
+    return {"params_digest": params.digest(), "audit": params.recorded("audit"),
             "methods": list(params.methods), "n_seeds": params.n_seeds, "scenarios": list(names),
             "negative_replicates": negative, "positive_replicates": positive}
 

@@ -47,7 +47,7 @@ from acgate.audit.run_folders import (
     load_panel,
     load_runs,
 )
-from acgate.config import AuditConfig, Params, without_later_defaults
+from acgate.config import AuditConfig, Params
 from acgate.data import prep, sources
 from acgate.data.panel import Panel
 from acgate.models.baselines import persistence
@@ -252,8 +252,7 @@ def audit_request(params: Params, seeds: int = 0, methods: list[str] | tuple[str
     """What an audit of :func:`audit_domain` is of: the params (their digest), the audit settings (which the digest
     leaves out, those added later only where they differ from the value they were added with), the seeds and the
     methods asked for."""
-    audit = without_later_defaults("audit", dataclasses.asdict(params.audit))
-    return {"params_digest": params.digest(), "audit": json.loads(json.dumps(audit)),
+    return {"params_digest": params.digest(), "audit": json.loads(json.dumps(params.recorded("audit"))),
             "seeds": seeds or params.n_seeds, "methods": sorted(methods or params.methods)}
 
 

@@ -42,7 +42,7 @@ from acgate.audit import calibration
 from acgate.audit import domain_audit as audit
 from acgate.audit.surrogates import SCENARIOS, Source, draw
 from acgate.audit.verdicts import CLASSICAL_REFERENCE, FAMILIES, RULES_VERSIONS, rules_versions, versions_text
-from acgate.config import GATE_METHODS, Params, without_later_defaults
+from acgate.config import GATE_METHODS, Params
 from acgate.data.panel import Panel
 from acgate.layout import audit_dir, method_dir, panel_dir, shown
 from acgate.runs import write_csv, write_json
@@ -456,12 +456,11 @@ def params_digest(params: Params) -> str:
     """Short hash of the whole params, the audit settings, methods and seed count included (all shape the study's
     replicates or the rules they are judged by); ``Params.digest`` leaves those out, as they do not shape a run. Left
     out: ``train.keep_freed_memory``, which changes no number, and the model and audit settings added later where
-    they hold their defaults (:func:`acgate.config.without_later_defaults`), so that the studies measured before
+    they hold their defaults (:meth:`acgate.config.Params.recorded`), so that the studies measured before
     those existed stay current."""
     whole = params.to_dict()
     whole["train"] = {k: v for k, v in whole["train"].items() if k != "keep_freed_memory"}
-    for section in ("model", "audit"):
-        whole[section] = without_later_defaults(section, whole[section])
+    whole.update({section: params.recorded(section) for section in ("model", "audit")})
     return hashlib.sha256(json.dumps(whole, sort_keys=True).encode()).hexdigest()[:12]
 
 
