@@ -12,7 +12,7 @@ import pytest
 from scipy import stats
 
 from acgate import runs
-from acgate.audit import domain_audit, run_folders
+from acgate.audit import domain_audit, head_to_head, run_folders
 from acgate.config import AuditConfig, load_params
 from acgate.data.dgp import simulate
 from acgate.data.panel import Panel
@@ -543,9 +543,9 @@ def test_the_head_to_head_line_says_every_significant_difference():
                                 "p_neural_better": b, "p_neural_worse": w} for m, b, w in rows])
     comparison["outcome"] = np.where(comparison.p_neural_better < 0.05, "AC-GATE better",
                                      np.where(comparison.p_neural_worse < 0.05, "AC-GATE worse", "no better"))
-    line = domain_audit.comparison_verdict(comparison, AuditConfig())["moderated_dl"]
+    line = head_to_head.comparison_verdict(comparison, AuditConfig())["moderated_dl"]
     assert (line["forecast"], line["ranking"], line["lag_size"]) == ("no better", "AC-GATE better", "AC-GATE worse")
     extra = pd.concat([comparison, comparison.iloc[[1]].assign(metric="ranking: Spearman(k*, DGP mean lag)",
                                                                outcome="AC-GATE worse")])
-    line = domain_audit.comparison_verdict(extra, AuditConfig())["moderated_dl"]
+    line = head_to_head.comparison_verdict(extra, AuditConfig())["moderated_dl"]
     assert line["ranking: Spearman(k*, DGP mean lag)"] == "AC-GATE worse" and line["ranking"] == "AC-GATE better"

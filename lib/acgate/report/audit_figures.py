@@ -20,14 +20,8 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from acgate.audit.domain_audit import (
-    CLASSICAL,
-    FORECAST_METRIC,
-    NEURAL,
-    RECOVERY_METRICS,
-    AuditResult,
-    kstar_with_stratifiers,
-)
+from acgate.audit.domain_audit import AuditResult, kstar_with_stratifiers
+from acgate.audit.head_to_head import CLASSICAL, FORECAST_METRIC, NEURAL, RECOVERY_METRICS
 from acgate.audit.verdicts import family
 from acgate.report.figures import COLOURS, PAGE_WIDTH, STYLE
 from acgate.report.inputs import in_paper_order

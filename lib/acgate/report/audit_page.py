@@ -24,7 +24,8 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from acgate.audit.domain_audit import CLASSICAL, NEURAL, AuditResult
+from acgate.audit.domain_audit import AuditResult
+from acgate.audit.head_to_head import CLASSICAL, NEURAL
 from acgate.audit.panel_matched import lags_text
 from acgate.audit.run_folders import load_panel
 from acgate.audit.verdicts import CLASSICAL_REFERENCE, LAYERS, RULES_VERSIONS, rules_versions, versions_text

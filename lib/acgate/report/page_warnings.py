@@ -16,7 +16,8 @@ from __future__ import annotations
 import pandas as pd
 
 from acgate.audit import reach
-from acgate.audit.domain_audit import NEURAL, AuditResult
+from acgate.audit.domain_audit import AuditResult
+from acgate.audit.head_to_head import NEURAL
 from acgate.audit.panel_matched import frequent_false_alarm, spread_text
 from acgate.audit.verdicts import CLASSICAL_REFERENCE, LAYERS, lags_changed
 from acgate.config import GATE_METHODS

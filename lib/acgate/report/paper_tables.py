@@ -21,7 +21,7 @@ from typing import Any
 import pandas as pd
 import torch
 
-from acgate.audit import domain_audit, run_folders
+from acgate.audit import domain_audit, head_to_head, run_folders
 from acgate.audit.verdicts import LAYERS
 from acgate.config import CLOSED_FORM_METHODS
 from acgate.layout import method_dir
@@ -227,9 +227,9 @@ def verdict_table(results: dict[str, domain_audit.AuditResult]) -> pd.DataFrame:
     matrix.columns = [f"{layer} {rule}" for rule, layer in matrix.columns]
     matrix = matrix[[f"{layer} {rule}" for layer in LAYERS for rule in ("paper", "calibrated")]].reset_index()
     matrix["lags differ"] = matrix.domain.map({d: r.lags_differ.get("verdict", "") for d, r in results.items()})
-    for classical in domain_audit.CLASSICAL:
+    for classical in head_to_head.CLASSICAL:
         versus = {d: r.neural_vs_classical_verdict.get(classical, {}).get("forecast", "") for d, r in results.items()}
-        matrix[f"vs {classical}"] = [versus[d] if ref == domain_audit.NEURAL else "" for d, ref in
+        matrix[f"vs {classical}"] = [versus[d] if ref == head_to_head.NEURAL else "" for d, ref in
                                      zip(matrix.domain, matrix.reference, strict=True)]
     matrix[MATCHED_COLUMN] = [_nulls_supported(results[d], ref) for d, ref in
                               zip(matrix.domain, matrix.reference, strict=True)]
@@ -251,12 +251,12 @@ def _nulls_supported(result: domain_audit.AuditResult, reference: str) -> str:
 
 def neural_vs_classical_table(results: dict[str, domain_audit.AuditResult]) -> pd.DataFrame:
     """Per domain: AC-GATE against the moderated distributed lag and the two-stage model on held-out loss and, where
-    the truth is known, on lag recovery (:func:`acgate.audit.domain_audit.neural_vs_classical`)."""
+    the truth is known, on lag recovery (:func:`acgate.audit.head_to_head.neural_vs_classical`)."""
     frames = [r.neural_vs_classical.assign(domain=d) for d, r in results.items() if not r.neural_vs_classical.empty]
     if not frames:
         return pd.DataFrame()
     table = pd.concat(frames, ignore_index=True)
-    return table[["domain", *domain_audit.COMPARISON_COLUMNS]]
+    return table[["domain", *head_to_head.COMPARISON_COLUMNS]]
 
 
 def heldout_table(results: dict[str, domain_audit.AuditResult]) -> pd.DataFrame:
