@@ -201,7 +201,7 @@ def test_a_frame_whose_column_labels_are_integers_is_read_by_their_text(tmp_path
     written = yaml.safe_load((tmp_path / "params" / "my_panel.yaml").read_text().split("\n", 1)[1])
     data = written["data"]
     assert (data["entity_column"], data["features"]) == (str(number["region"]), [str(number["driver"])])
-    assert written["audit"] == {"noise_draws": 200}  # the own panels' noise model (the paper's domains: 20)
+    assert written["audit"] == {"noise_draws": 200}  # the own panels' noise model, as the paper's domains'
     assert result.report.is_file() and set(result.verdicts.reference) >= {"moderated_dl"}
     clash = frame.assign(**{"0": 1.0}).rename(columns={"region": 0})
     with pytest.raises(ValueError, match=r"the frame's columns 0, '0' are the same name once written as text"):

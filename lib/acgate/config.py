@@ -347,8 +347,9 @@ class AuditConfig:
     noise_draws: int = _param(20, "simulated panels each step of the surrogates' noise model takes (its indirect "
                               "inference of rho, acgate.audit.noise): their error is one offset every reading of a "
                               "panel shares, about 0.035 higher with 20 than with 200 on a panel of 78 countries x 18 "
-                              "steps (a reading of 88 x 34: 0.1 s with 20, 1.2 s with 200); 20 in economics, whose "
-                              "studies were measured with it, 200 in energy and for your own panel",
+                              "steps (a reading of 88 x 34: 0.1 s with 20, 1.2 s with 200); 200 in economics, energy "
+                              "and your own panel (20, the default, is the value the first studies were measured "
+                              "with)",
                               _int_between(1, 1_000, "the simulated panels are held in memory at once"))
 
 

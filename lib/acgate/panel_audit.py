@@ -216,7 +216,7 @@ def audit_panel(frame: pd.DataFrame, *, entity: str, time: str, target: str, fea
         AC-GATE is trained without the gate's memory (``model.gate_memory: false``, as ``params/example_panel.yaml``
         has it: its k* then sits where the moderated distributed lag's does on panels with one lag for all);
         ``model={"gate_memory": True}`` trains the paper's model. The surrogates' noise model takes 200 simulated
-        panels (``audit.noise_draws``; economics 20, the default).
+        panels (``audit.noise_draws``, as in the paper's domains; the default is 20).
 
     Returns
     -------

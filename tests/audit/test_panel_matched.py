@@ -628,10 +628,11 @@ def test_surrogates_of_a_real_panel_read_its_persistence(real_panels, domain, wi
 
 def test_the_noise_models_simulated_panels_set_an_offset_that_more_of_them_remove(real_panels):
     """Pure AR(1) noise at 0.8 on energy's lag design (78 countries, 18 target steps), read by the noise model with
-    the paper's domains' 20 simulated panels and with the own panels' 200 (``audit.noise_draws``). The simulated
-    panels are the same for every reading of a layout, so their error is one offset: every reading with 20 sits
-    0.03-0.04 above its reading with 200 (a 20-draw mean of the simulated statistic at 0.8 was 2.8 of its standard
-    errors below 400 fresh panels' there); with 200 the mean of 12 readings is within 0.05 of the truth."""
+    the default 20 simulated panels and with the 200 of the paper's domains and own panels (``audit.noise_draws``).
+    The simulated panels are the same for every reading of a layout, so their error is one offset: every reading
+    with 20 sits 0.03-0.04 above its reading with 200 (a 20-draw mean of the simulated statistic at 0.8 was 2.8 of
+    its standard errors below 400 fresh panels' there); with 200 the mean of 12 readings is within 0.05 of the
+    truth."""
     params, panel = real_panels["energy"]
     design = gls.lag_design(panel, params.model.max_lag)
     q = moderators(Normalisers.fit(panel).P.transform(panel.P), shared=False)
