@@ -25,7 +25,10 @@ variance; 0.05 or less on the real panels' surrogates, whose lags hold 5-16 % of
   third to a half of their variance (Ahn and Horenstein's eigenvalue ratio picks 2 on economics) and leave CD at 12.
   ``factor_share`` is the share of the residuals' variance (each entity's scaled to sd 1) the common part holds:
   22 % on economics, 28 % on energy. The surrogates carry the panel's own common shocks, f_t as it was, with each
-  entity's loading.
+  entity's loading. What the mean leaves is not independent on economics: the leading principal component of its
+  innovations (u_t - rho u_t-1, free of the persistence that makes trend shapes) holds 25 % of their variance, a
+  shock of single years whose loadings average zero, which the surrogates lack (15 % on theirs; energy 16.5 % on
+  the panel and its surrogates alike; docs/results.md).
 - rho, of the idiosyncratic part u (the own fit's residuals once each entity's common part is taken out of its
   target): the pooled AR(1) of each entity's u scaled to sd 1, debiased by indirect inference: the same statistic
   computed on simulated AR(1) noise (``draws`` panels, ``audit.noise_draws``, of at most :data:`SIMULATED` of its
@@ -33,8 +36,8 @@ variance; 0.05 or less on the real panels' surrogates, whose lags hold 5-16 % of
   whose mean statistic equals the panel's found by bisection on [-0.9, :data:`MAX_RHO`]; then sigma_i at that rho,
   and rho once more. The simulated panels are the same for every reading on a layout, so their error is an offset
   all of them share. On surrogates of both real panels with known rho 0.5, 0.8 and 0.95 the mean estimate is within
-  0.05 of the truth in 16 of 18 economics cells with 20 draws (``tables/noise_recovery``) and 18 with 200; on energy
-  in 12 of 18 with 20 (+0.05-0.08 at 0.5-0.8) and 15 with 200, its params' count (``tables/noise_recovery``).
+  0.05 of the truth in 18 of 18 economics cells and 15 of 18 energy cells with 200 draws, both params' count
+  (``tables/noise_recovery``; 16 and 12 with 20, energy +0.05-0.08 at 0.5-0.8).
 - sigma_i: each entity's innovation scale, the sd of u_t - rho u_t-1 over its consecutive observed steps (the median
   over entities for an entity with fewer than 3 such steps).
 """
