@@ -555,6 +555,68 @@ def pesaran_cd(residual: np.ndarray, observed: np.ndarray) -> dict[str, float]:
     return {"cd": cd, "p": float(2 * stats.norm.sf(abs(cd))), "pairs": int(kept.sum()), "mean_rho": float(rho.mean())}
 
 
+def proxy_shocks(residual: np.ndarray, observed: np.ndarray, proxies: np.ndarray, permutations: int,
+                 rng: np.random.Generator) -> dict[str, float]:
+    """Do a panel's shocks follow its proxies, step by step? The mean over steps of R², the share of each step's
+    cross-section of residuals (centred over the entities observed then) that least squares on the proxies explains,
+    against the same statistic with the proxies' rows permuted across entities (one permutation for every step).
+
+    A shock whose cross-sectional pattern follows the proxies, a different pattern each year (a recession that hits
+    rich countries harder, a boom that lifts poor ones), is no common factor (its loadings change from step to step)
+    and passes for lag curves that the proxies moderate. Steps with fewer than Q + 3 observed entities are left out.
+
+    Parameters
+    ----------
+    residual : (N, S) array
+        The residuals; values outside ``observed`` are ignored.
+    observed : (N, S) bool array
+        The steps observed for each entity.
+    proxies : (N, Q) array
+        What may pattern the shocks (e.g. the proxies and their squares), without a constant column.
+    permutations : int
+        B, the permutations of the proxies' rows.
+    rng : numpy.random.Generator
+        Draws the permutations.
+
+    Returns
+    -------
+    dict
+        ``r2`` (the mean R² over the steps kept), ``r2_null`` (its mean over the permutations), ``p``
+        ((1 + #{permuted >= observed}) / (B + 1)) and ``steps`` kept; NaN (steps 0) without a step to read.
+    """
+    proxies = np.asarray(proxies, dtype=float).reshape(len(residual), -1)
+    steps = [s for s in range(residual.shape[1]) if observed[:, s].sum() >= proxies.shape[1] + 3]
+    if not steps:
+        return {"r2": float("nan"), "r2_null": float("nan"), "p": float("nan"), "steps": 0}
+
+    groups: dict[bytes, list[int]] = {}  # steps that observe the same entities share one fit per permutation
+    for s in steps:
+        groups.setdefault(observed[:, s].tobytes(), []).append(s)
+    parts = []
+    for columns in groups.values():
+        on = observed[:, columns[0]]
+        y = residual[np.ix_(on, columns)]
+        y = y - y.mean(axis=0)
+        total = np.sum(y**2, axis=0)
+        parts.append((on, y[:, total > 0], total[total > 0]))
+
+    def mean_r2(rows: np.ndarray) -> float:
+        found = []
+        for on, y, total in parts:
+            x = proxies[rows][on]
+            x = x - x.mean(axis=0)
+            fitted = x @ np.linalg.lstsq(x, y, rcond=None)[0]
+            found.append(np.sum(fitted**2, axis=0) / total)
+        values = np.concatenate(found)
+        return float(values.mean()) if len(values) else float("nan")
+
+    n = len(residual)
+    observed_r2 = mean_r2(np.arange(n))
+    permuted = np.array([mean_r2(rng.permutation(n)) for _ in range(permutations)])
+    return {"r2": observed_r2, "r2_null": float(np.mean(permuted)),
+            "p": float((1 + np.sum(permuted >= observed_r2 * (1 - 1e-12))) / (permutations + 1)), "steps": len(steps)}
+
+
 def format_p(p: float, draws: int | None = None) -> str:
     """A p-value for print, to two significant digits.
 

@@ -73,10 +73,11 @@ def table(panels: dict[int, Panel], runs: list[Run], max_lag: int, cfg: AuditCon
     ``kstar_agreement`` (the median Spearman between the k* of the
     panel's moderated_dl runs and the GLS fit's, reported beside L1) and the columns of
     :data:`acgate.audit.gls.SHAPE_COLUMNS` prefixed ``differ_`` (do the lags differ at all: the lags-differ
-    statement), ``cd``, ``cd_p``, ``common_share``, ``cd_gls`` and ``cd_gls_p`` (do the entities share shocks:
-    :func:`acgate.audit.noise.common_shocks`; where Pesaran's CD rejects at alpha, the L1 test takes out each entity's
-    loading on the cross-sectional mean of the target, :func:`acgate.audit.gls.with_common_shocks`, in every test
-    of the table; do they still, in what the tests' GLS fit leaves: :func:`acgate.audit.noise.tested_dependence`),
+    statement), ``cd``, ``cd_p``, ``common_share``, ``cd_gls``, ``cd_gls_p`` and ``proxy_shock_r2``,
+    ``proxy_shock_r2_null``, ``proxy_shock_p`` (do the entities share shocks: :func:`acgate.audit.noise.common_shocks`;
+    where Pesaran's CD rejects at alpha, the L1 test takes out each entity's loading on the cross-sectional mean of the
+    target, :func:`acgate.audit.gls.with_common_shocks`, in every test of the table; do they still, and do the shocks
+    follow the proxies step by step, in what the tests' GLS fit leaves: :func:`acgate.audit.noise.tested_dependence`),
     and the columns
     of :data:`acgate.audit.gls.STABILITY_COLUMNS` prefixed ``stable_`` (do the lags hold over time: evidence only,
     :func:`acgate.audit.verdicts.lags_changed`; ``stable_first_late`` the first time of the late half). With the table,
@@ -126,6 +127,7 @@ def feature_curves(curves: np.ndarray, names: list[str]) -> dict:
 COLUMNS = ["seed", *gls.INTERACTION_COLUMNS, "feature_kstar", "feature_kstar_range", "against_sign_share",
            "kstar_agreement",
            *(f"differ_{c}" for c in gls.SHAPE_COLUMNS), "cd", "cd_p", "common_share", "cd_gls", "cd_gls_p",
+           "proxy_shock_r2", "proxy_shock_r2_null", "proxy_shock_p",
            *(f"stable_{c}" if c != "first_late_step" else "stable_first_late" for c in gls.STABILITY_COLUMNS)]
 
 
