@@ -766,3 +766,29 @@ def test_the_audit_warns_where_the_shocks_follow_the_proxies_step_by_step(exampl
     assert f"R² {found['shocked']['proxy_shock_r2']:.2f}" in warning[0]
     assert verdicts.proxy_shock_warning(0.05, pd.DataFrame([found["plain"]])) == []
     assert verdicts.proxy_shock_warning(0.05, pd.DataFrame([{"cd_p": 0.5}])) == []  # records made before it
+
+
+def test_own_shock_surrogates_re_time_the_panels_own_cross_sections(example, source):
+    """Surrogates that carry the panel's own shocks: with no lag effect, what a draw adds to each entity's level is
+    AR(1) at the noise model's rho whose innovations over the last C steps are the panel's C cross-sections of
+    innovations, each whole, in a random order (float32 targets: to 1e-5); another seed orders them otherwise. The
+    example panel, observed whole at 2 steps, stops with the count; its targets filled in, it has them all."""
+    params, _, panel = example
+    with pytest.raises(ValueError, match="2 steps of the panel are observed by every entity"):
+        surrogates.own_shocks(source)
+    filled = np.where(np.isfinite(panel.Y), panel.Y, np.nanmean(panel.Y, axis=1, keepdims=True))
+    source = surrogates.fit_source(dataclasses.replace(panel, Y=filled.astype(np.float32)), params)
+    own = surrogates.own_shocks(source)
+    C = own.innovations.shape[1]
+    assert np.all(own.common == 0) and own.innovations.shape[0] == source.panel.n_entities and C >= 10
+    quiet = dataclasses.replace(own, curve=np.zeros_like(own.curve))
+    orders = []
+    for seed in (3, 4):
+        drawn = surrogates.draw(quiet, "one_curve", seed)
+        level = Normalisers.fit(source.panel).Y.transform(drawn.Y).astype(float) - own.intercept[:, None]
+        shocks = (level[:, 1:] - own.rho * level[:, :-1])[:, -C:]
+        gaps = np.abs(shocks[:, :, None] - own.innovations[:, None, :]).max(axis=0)  # (C drawn, C panel)
+        assert gaps.min(axis=1).max() < 1e-5, gaps.min(axis=1).max()
+        orders.append(gaps.argmin(axis=1))
+        assert sorted(orders[-1]) == list(range(C))
+    assert not np.array_equal(*orders)

@@ -147,6 +147,21 @@ def tested_dependence(design: LagDesign, q: np.ndarray, errors: ErrorModel) -> d
             "proxy_shock_r2_null": shocks["r2_null"], "proxy_shock_p": shocks["p"]}
 
 
+def innovations(design: LagDesign, q: np.ndarray, rho: float) -> np.ndarray:
+    """(N, C) the panel's own shocks: the residuals of the pooled fit (lags times the moderators ``q``, entity
+    intercepts) quasi-differenced at ``rho`` (u_t - rho u_t-1), at each of the C steps where every entity has the step
+    and the one before it, each entity's mean over them taken out. Each column is one step's cross-section whole: its
+    common shock and how it falls across the entities, which :func:`acgate.audit.surrogates.own_shocks` re-times."""
+    rows = design.rows
+    residual = _LagFit(design, q, own=0).residual(design.y[None])[0]
+    pairs = np.zeros_like(rows)
+    pairs[:, 1:] = rows[:, 1:] & rows[:, :-1]
+    lagged = np.zeros_like(residual)
+    lagged[:, 1:] = residual[:, :-1]
+    found = (residual - rho * lagged)[:, pairs.all(axis=0)]
+    return found - found.mean(axis=1, keepdims=True)
+
+
 def _cd(residual: np.ndarray, rows: np.ndarray) -> dict:
     """Pesaran's CD of the residuals (:func:`acgate.statistics.pesaran_cd`) over at most :data:`CD_ENTITIES` of the
     entities, a fixed sample: it compares every pair, so on 20,000 entities it would need gigabytes."""

@@ -5,6 +5,7 @@ stratifiers, and replace only its target by one whose lags are known (the panel-
     source = fit_source(panel, params)
     panel = draw(source, "proxy_lags_one", seed=0)      # truth: panel.truth["kstar_true"]
     curves = surrogate_curves(source, "proxy_lags_one")  # (N, F, K) the true lag curves
+    panel = draw(own_shocks(source), "one_curve", seed=0)  # the panel's own shocks re-timed, not Gaussian noise
 
 The target of a surrogate is built in the standardised units of the classical fits (``acgate.models.classical``): each
 entity's level from the pooled distributed lag, a lagged part, and the panel's noise:
@@ -120,6 +121,7 @@ class Source:
     other_score: np.ndarray | None  # (N,) a direction of the proxies apart from the stratifiers', standardised; or None
     shifts: dict  # scenario -> (N,) each entity's lag shift d_i
     about: dict  # how the scores were chosen, and the residual scale, for the record
+    innovations: np.ndarray | None = None  # (N, C) the panel's own shocks, re-timed for Gaussian ones: own_shocks
 
     def scenarios(self, wanted: list[str] | tuple = ()) -> list[str]:
         """The scenarios of ``wanted`` (empty: all) this panel allows: the stratifier ones only with a stratifier the
@@ -239,6 +241,42 @@ def noise_of(panel: Panel, params: Params) -> noise.Noise:
                           params.audit.noise_draws)
 
 
+OWN_STEPS = 10  # own_shocks needs at least this many steps that every entity observes, with the one before
+
+
+def own_shocks(source: Source) -> Source:
+    """``source`` whose surrogates carry the panel's own shocks in place of Gaussian noise and the common factor: the
+    innovations of each step's cross-section (:func:`acgate.audit.noise.innovations`, at the noise model's rho) kept
+    whole, the steps permuted at random over the last of the surrogate's steps (drawn with replacement before them),
+    and made persistent at rho. What the Gaussian surrogates lack, each year's shock falling across the entities as
+    it did (along the proxies, on both real panels), they then have; its common shocks come with it. A measurement
+    (``python -m acgate.tools.yardstick --noise own``), not the study's surrogates: every surrogate re-uses the same
+    C cross-sections. Stops where fewer than :data:`OWN_STEPS` steps are observed by every entity."""
+    design = gls.lag_design(source.panel, source.max_lag)
+    q = moderators(Normalisers.fit(source.panel).P.transform(source.panel.P), shared=False)
+    found = noise.innovations(design, q, source.rho)
+    if found.shape[1] < OWN_STEPS:
+        raise ValueError(f"own shocks: {found.shape[1]} steps of the panel are observed by every entity (with the "
+                         f"step before), and re-timing needs {OWN_STEPS}; use the Gaussian surrogates")
+    return dataclasses.replace(source, common=np.zeros_like(source.common), innovations=found)
+
+
+def _retimed(rng: np.random.Generator, innovations: np.ndarray, steps: int, rho: float,
+             scale: np.ndarray) -> np.ndarray:
+    """(N, steps) AR(1) series at ``rho`` whose innovations are the columns of ``innovations`` (N, C), each entity's
+    times ``scale`` (N,): a random permutation of the columns over the last C steps, columns drawn with replacement
+    before them."""
+    chosen = rng.integers(0, innovations.shape[1], size=steps)
+    kept = min(steps, innovations.shape[1])
+    chosen[steps - kept:] = rng.permutation(innovations.shape[1])[:kept]
+    shocks = innovations[:, chosen] * scale[:, None]
+    series = np.empty_like(shocks)
+    series[:, 0] = shocks[:, 0] / np.sqrt(1 - rho**2)
+    for t in range(1, steps):
+        series[:, t] = rho * series[:, t - 1] + shocks[:, t]
+    return series
+
+
 SHIFT_GRID = 241  # multipliers of the score tried for each spread, from 0 to 6 times the spread
 MIN_KEPT = 0.5  # a shift may move at most half of a curve's weight (sum of |beta| over features and lags) out of 1..K
 
@@ -324,7 +362,10 @@ def draw(source: Source, name: str, seed: int, shifted: tuple[int, ...] | None =
     sigma = source.sigma * (factor if target == "noise_scale" else 1.0)
     if target == "effect_size":
         lagged = lagged * factor[:, None]
-    errors = persistence.ar1_series(rng, (n, t_len), source.rho, sigma) + source.common
+    if source.innovations is None:
+        errors = persistence.ar1_series(rng, (n, t_len), source.rho, sigma) + source.common
+    else:  # the panel's own shocks, re-timed (own_shocks), scaled as noise_scale scales sigma
+        errors = _retimed(rng, source.innovations, t_len, source.rho, sigma / source.sigma) + source.common
     if target == "common_shock":  # one more common factor, its loadings set by the proxies' direction
         typical = float(np.median(source.sigma))  # the idiosyncratic noise's innovation sd, and so the shock's
         errors += factor[:, None] * persistence.ar1_series(rng, (1, t_len), source.rho, typical)

@@ -12,6 +12,9 @@ show the calibrated rule shows.
                                                      # 160 more 1-lag surrogates added to the committed run's rows:
                                                      # the summary of all of them, this run's record under
                                                      # "added_batches" of the earlier one
+    python -m acgate.tools.yardstick economics --noise own --out tables/yardstick/own_shocks
+                                                     # the surrogates carry the panel's own shocks, re-timed
+                                                     # (acgate.audit.surrogates.own_shocks), not Gaussian noise
 
 For each surrogate of the panel-matched study (:mod:`acgate.audit.panel_matched`, the same seeds a study draws) it
 runs the in-sample lag tests the audit runs (:func:`acgate.audit.lag_tests.tested_design`, the same random
@@ -188,6 +191,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--first", type=int, default=0,
                         help="the first surrogate of each scenario but one_curve (a later batch, apart from an earlier "
                         "run's 0..first-1; the study's seeds of the same surrogates)")
+    parser.add_argument("--noise", choices=("gaussian", "own"), default="gaussian",
+                        help="the surrogates' noise: Gaussian AR(1) with the panel's common factor (the study's), or "
+                        "the panel's own shocks re-timed (acgate.audit.surrogates.own_shocks)")
     parser.add_argument("--data-dir", default="data", help="the prepared panel is read from <data-dir>/processed/")
     parser.add_argument("--out", default="runs/yardstick", help="folder of the two CSV files (from the current folder)")
     parser.add_argument("--jobs", type=int, default=1, help="surrogates tested at once, one process each")
@@ -201,10 +207,15 @@ def main(argv: list[str] | None = None) -> None:
     paths = {kind: out / f"{args.domain}_yardstick{kind}" for kind in (".csv", "_summary.csv", ".json")}
     if args.append and not (paths[".csv"].is_file() and paths[".json"].is_file()):
         parser.error(f"--append: no earlier run in {out} ({paths['.csv'].name} and {paths['.json'].name})")
+    if args.append:
+        earlier_noise = json.loads(paths[".json"].read_text()).get("settings", {}).get("noise", "gaussian")
+        if earlier_noise != args.noise:
+            parser.error(f"--append --noise {args.noise}: the earlier run in {out} has --noise {earlier_noise}")
     root = project_root()
     params = load_params(root / "params" / f"{args.domain}.yaml")
     panel = prepared_panel(params, root / args.data_dir)
     source = surrogates.fit_source(panel, params)
+    source = surrogates.own_shocks(source) if args.noise == "own" else source
     tested = lag_tests.tested_design(panel, source.max_lag, params.audit.alpha)
     panel_cd = float("nan") if tested is None else tested[3]["cd_gls"]
     plan = surrogate_plan(source, args.scenarios, args.critical, args.nulls, args.replicates, args.first)
