@@ -146,3 +146,6 @@ def test_a_batch_appended_to_an_earlier_run_keeps_its_rows_and_records_it(exampl
     assert record["settings"]["critical"] == 2 and [b["settings"]["first"] for b in record["added_batches"]] == [1]
     with pytest.raises(ValueError, match="proxy_lags_one 2"):
         yardstick.appended(table, table[table.replicate == 2])
+    with pytest.raises(SystemExit):  # a batch of other surrogates than the earlier run's stops
+        yardstick.main([*common, "--critical", "0", "--replicates", "1", "--first", "3", "--append", "--noise", "own"])
+    assert len(pd.read_csv(tmp_path / "example_panel_yardstick.csv")) == len(table)
