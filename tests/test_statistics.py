@@ -276,3 +276,5 @@ def test_proxy_shocks_is_the_mean_of_each_steps_ols_r2_and_finds_shocks_that_fol
     shocked = noise + 0.5 * proxies @ rng.normal(size=(q, s))
     planted = statistics.proxy_shocks(shocked, observed, proxies, 199, np.random.default_rng(1))
     assert planted["p"] == pytest.approx(1 / 200) and planted["r2"] > 0.3
+    flat = statistics.proxy_shocks(np.zeros((n, s)), observed, proxies, 19, np.random.default_rng(1))
+    assert np.isnan(flat["p"]) and flat["steps"] == 0  # nothing to read: no p at its floor (it read 1/20)

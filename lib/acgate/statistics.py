@@ -561,9 +561,10 @@ def proxy_shocks(residual: np.ndarray, observed: np.ndarray, proxies: np.ndarray
     cross-section of residuals (centred over the entities observed then) that least squares on the proxies explains,
     against the same statistic with the proxies' rows permuted across entities (one permutation for every step).
 
-    A shock whose cross-sectional pattern follows the proxies, a different pattern each year (a recession that hits
-    rich countries harder, a boom that lifts poor ones), is no common factor (its loadings change from step to step)
-    and passes for lag curves that the proxies moderate. Steps with fewer than Q + 3 observed entities are left out.
+    Shocks whose cross-section follows the proxies (a recession that hits rich countries harder, a boom that lifts
+    poor ones) pass for lag curves that the proxies moderate. The test does not tell a new pattern each step from one
+    factor whose loadings follow the proxies, nor from lag curves the fit misses. Steps with fewer than Q + 3 observed
+    entities are left out.
 
     Parameters
     ----------
@@ -612,6 +613,8 @@ def proxy_shocks(residual: np.ndarray, observed: np.ndarray, proxies: np.ndarray
 
     n = len(residual)
     observed_r2 = mean_r2(np.arange(n))
+    if not np.isfinite(observed_r2):  # no step with variance, or a missing value: nothing to read
+        return {"r2": float("nan"), "r2_null": float("nan"), "p": float("nan"), "steps": 0}
     permuted = np.array([mean_r2(rng.permutation(n)) for _ in range(permutations)])
     return {"r2": observed_r2, "r2_null": float(np.mean(permuted)),
             "p": float((1 + np.sum(permuted >= observed_r2 * (1 - 1e-12))) / (permutations + 1)), "steps": len(steps)}

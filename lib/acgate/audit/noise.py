@@ -28,8 +28,8 @@ variance; 0.05 or less on the real panels' surrogates, whose lags hold 5-16 % of
   entity's loading. The loadings are fitted on the levels, where the slow common movement weighs most; the panels'
   yearly shocks load on the entities otherwise (fitted on the quasi-differenced series the loadings explain none of
   economics' levels variance), so the surrogates' common shock is stronger in the innovations than the panels' (20
-  against 13 % of their variance) and the panels' yearly shocks follow their proxies, a new pattern each year, which
-  no factor here holds and the surrogates lack (:func:`tested_dependence`; docs/results.md).
+  against 13 % of their variance) and the panels' yearly shocks follow their proxies, which the surrogates lack
+  (:func:`tested_dependence`; docs/results.md).
 - rho, of the idiosyncratic part u (the own fit's residuals once each entity's common part is taken out of its
   target): the pooled AR(1) of each entity's u scaled to sd 1, debiased by indirect inference: the same statistic
   computed on simulated AR(1) noise (``draws`` panels, ``audit.noise_draws``, of at most :data:`SIMULATED` of its
@@ -134,7 +134,7 @@ def tested_dependence(design: LagDesign, q: np.ndarray, errors: ErrorModel) -> d
     entities, still share: Pesaran's CD (``cd_gls``, its ``p``: ``cd_gls_p``), and how far each step's shocks follow
     the proxies (:func:`acgate.statistics.proxy_shocks` on the moderators but the constant, :data:`SHOCK_PERMUTATIONS`
     permutations: ``proxy_shock_r2``, ``proxy_shock_r2_null``, ``proxy_shock_p``). Both real panels' do (mean R²
-    0.14 against 0.09 on economics, p 0.001; 0.11 against 0.08 on energy, p 0.005), and on surrogates that carry
+    0.14 against 0.09 on economics, p <= 0.001; 0.11 against 0.08 on energy, p 0.005), and on surrogates that carry
     their own shocks the L1 loses its size (docs/results.md)."""
     U, y, _ = transformed(design, errors)
     n, s = y.shape
